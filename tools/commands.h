@@ -1,0 +1,14 @@
+// Each tgc subcommand lives in its own file and registers itself on the app here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tgc::cli {
+
+// Adds the subcommand with its options; the callback runs the command and returns the
+// process exit code through CLI::RuntimeError when it fails.
+void registerOpt(CLI::App& app);      // cmd_opt.cpp: run passes on a text IR file
+void registerRun(CLI::App& app);      // cmd_run.cpp: run a graph with the interpreter
+void registerCompile(CLI::App& app);  // cmd_compile.cpp: model spec -> Graph IR
+
+}  // namespace tgc::cli
