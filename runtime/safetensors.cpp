@@ -29,15 +29,15 @@ struct DTypeName {
   std::string_view name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"}, {DType::f16, "F16"},
+    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"},   {DType::f16, "F16"},
     {DType::i32, "I32"}, {DType::i64, "I64"}, {DType::boolean, "BOOL"}};
 
 [[noreturn]] void invalid(std::string_view source, std::string_view reason) {
-  throw SafetensorsError(fmt::format("{}: invalid safetensors file: {}", source, reason));
+  throw SafetensorsError(fmt::format("{}: error: invalid safetensors file: {}", source, reason));
 }
 
 [[noreturn]] void ioFailure(std::string_view source, std::string_view what, int err) {
-  throw SafetensorsError(fmt::format("{}: cannot {}: {}", source, what, std::strerror(err)));
+  throw SafetensorsError(fmt::format("{}: error: cannot {}: {}", source, what, std::strerror(err)));
 }
 
 // One tensor's header entry, checked against the data section's size.
@@ -151,8 +151,8 @@ Entry parseEntry(const std::string& name, const json& j, uint64_t data_size,
   e.begin = *b;
   e.end = *en;
   if (e.end - e.begin != nbytes)
-    bad(fmt::format("data_offsets {} span {} bytes but {} {} needs {}", off.dump(),
-                    e.end - e.begin, dt.get<std::string>(), sh.dump(), nbytes));
+    bad(fmt::format("data_offsets {} span {} bytes but {} {} needs {}", off.dump(), e.end - e.begin,
+                    dt.get<std::string>(), sh.dump(), nbytes));
   if (e.end > data_size)
     bad(fmt::format("data_offsets {} run past the end of the data section ({} bytes)", off.dump(),
                     data_size));
@@ -184,7 +184,8 @@ Header parseHeader(std::string_view text, uint64_t data_size, std::string_view s
   } catch (const json::exception& e) {
     invalid(source, "header is not valid JSON: " + jsonReason(e));
   }
-  if (!h.is_object()) invalid(source, fmt::format("header is JSON {}, not an object", h.type_name()));
+  if (!h.is_object())
+    invalid(source, fmt::format("header is JSON {}, not an object", h.type_name()));
   if (!duplicate.empty())
     invalid(source, duplicate_is_top ? fmt::format("duplicate tensor name '{}'", duplicate)
                                      : fmt::format("duplicate key '{}' in the header", duplicate));
@@ -193,8 +194,8 @@ Header parseHeader(std::string_view text, uint64_t data_size, std::string_view s
   for (const auto& [name, j] : h.items()) {
     if (name == "__metadata__") {
       if (!j.is_object())
-        invalid(source, fmt::format("__metadata__ is {}, expected an object of strings",
-                                    j.type_name()));
+        invalid(source,
+                fmt::format("__metadata__ is {}, expected an object of strings", j.type_name()));
       for (const auto& [k, v] : j.items()) {
         if (!v.is_string())
           invalid(source, fmt::format("__metadata__ value for '{}' is {}, expected a string", k,
@@ -236,7 +237,8 @@ std::string encodeHeader(const TensorFile& f, std::string_view source) {
     try {
       (void)json(s).dump();
     } catch (const json::exception&) {
-      throw SafetensorsError(fmt::format("{}: cannot write: {} is not valid UTF-8", source, what));
+      throw SafetensorsError(
+          fmt::format("{}: error: cannot write: {} is not valid UTF-8", source, what));
     }
   };
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
@@ -252,8 +254,8 @@ std::string encodeHeader(const TensorFile& f, std::string_view source) {
   uint64_t offset = 0;
   for (const auto& [name, t] : f.tensors) {
     if (name == "__metadata__")
-      throw SafetensorsError(
-          fmt::format("{}: cannot write: '__metadata__' is reserved, not a tensor name", source));
+      throw SafetensorsError(fmt::format(
+          "{}: error: cannot write: '__metadata__' is reserved, not a tensor name", source));
     checkUtf8(name, fmt::format("tensor name '{}'", name));
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
     e["dtype"] = safetensorsDTypeName(t.dtype());
@@ -358,10 +360,10 @@ TensorFile readSafetensors(const std::string& path) {
   Fd in;
   in.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in.fd < 0) ioFailure(path, "open", errno);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(in.fd, &st) != 0) ioFailure(path, "stat", errno);
   if (!S_ISREG(st.st_mode))
-    throw SafetensorsError(fmt::format("{}: cannot read: not a regular file", path));
+    throw SafetensorsError(fmt::format("{}: error: cannot read: not a regular file", path));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   auto readOrFail = [&](void* buf, size_t n, uint64_t offset) {
     if (!preadAll(in.fd, buf, n, offset)) {

@@ -20,7 +20,8 @@
 namespace tgc {
 
 // A file that is not valid safetensors, or one that cannot be read or written.
-// what() is "<file>: invalid safetensors file: <reason>" or "<file>: cannot ...: <errno text>".
+// what() is "<file>: error: invalid safetensors file: <reason>" or
+// "<file>: error: cannot <open|read|write|...>: <reason>".
 struct SafetensorsError : ParseError {
   using ParseError::ParseError;
 };

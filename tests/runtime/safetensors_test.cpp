@@ -45,8 +45,10 @@ void expectInvalid(std::string_view bytes, std::string_view needle) {
     ADD_FAILURE() << "decoded without error; expected: " << needle;
   } catch (const SafetensorsError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("bad.safetensors: invalid safetensors file: "), std::string::npos) << msg;
-    EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg << "\nexpected: " << needle;
+    EXPECT_NE(msg.find("bad.safetensors: error: invalid safetensors file: "), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos)
+        << "message: " << msg << "\nexpected: " << needle;
   }
 }
 
@@ -84,8 +86,8 @@ TEST(SafetensorsTest, DTypeNamesRoundTrip) {
 
 TEST(SafetensorsTest, InMemoryRoundTripIsBitwiseForEveryDType) {
   TensorFile f = everyDType();
-  f.metadata = {{"step", "1200"}, {"config", "{\"d_model\": 512}"}, {"empty", ""},
-                {"unicode", "三千零五"}};
+  f.metadata = {
+      {"step", "1200"}, {"config", "{\"d_model\": 512}"}, {"empty", ""}, {"unicode", "三千零五"}};
   TensorFile g = decodeSafetensors(encodeSafetensors(f));
   expectSameFile(f, g);
   EXPECT_EQ(g.tensors.at("f32.scalar").shape(), Shape{});
@@ -185,8 +187,9 @@ TEST(SafetensorsTest, RefusesBadEntries) {
 }
 
 TEST(SafetensorsTest, RefusesUnknownDTypes) {
-  expectInvalid(rawFile(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}})", "x"),
-                "tensor 'w': unsupported dtype 'U8' (tgc reads F32, F64, BF16, F16, I32, I64, BOOL)");
+  expectInvalid(
+      rawFile(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}})", "x"),
+      "tensor 'w': unsupported dtype 'U8' (tgc reads F32, F64, BF16, F16, I32, I64, BOOL)");
   expectInvalid(rawFile(R"({"w": {"dtype": "f32", "shape": [1], "data_offsets": [0, 4]}})"),
                 "unsupported dtype 'f32'");
 }
@@ -203,10 +206,12 @@ TEST(SafetensorsTest, RefusesBadShapes) {
       "not a non-negative integer");
   // 2^62 * 4 elements overflow int64; 2^61 * 2 elements fit but not as F32 bytes.
   expectInvalid(
-      rawFile(R"({"w": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 0]}})"),
+      rawFile(
+          R"({"w": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 0]}})"),
       "tensor 'w': shape [4611686018427387904,4] has too many elements");
   expectInvalid(
-      rawFile(R"({"w": {"dtype": "F32", "shape": [2305843009213693952, 2], "data_offsets": [0, 0]}})"),
+      rawFile(
+          R"({"w": {"dtype": "F32", "shape": [2305843009213693952, 2], "data_offsets": [0, 0]}})"),
       "has too many bytes");
 }
 
@@ -369,7 +374,8 @@ TEST(SafetensorsFileTest, FailedWriteKeepsTheOldFileAndNoTemporary) {
     writeSafetensors(dir.file("sub"), f);
     ADD_FAILURE() << "writing over a directory succeeded";
   } catch (const SafetensorsError& e) {
-    EXPECT_NE(std::string(e.what()).find(dir.file("sub") + ": cannot rename"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(dir.file("sub") + ": error: cannot rename"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"ckpt.safetensors", "sub"}));
@@ -413,13 +419,13 @@ TEST(SafetensorsFileTest, ReadErrorsNameTheFile) {
     ADD_FAILURE();
   } catch (const SafetensorsError& e) {
     EXPECT_EQ(std::string(e.what()),
-              dir.file("missing.safetensors") + ": cannot open: No such file or directory");
+              dir.file("missing.safetensors") + ": error: cannot open: No such file or directory");
   }
   try {
     readSafetensors(dir.path());
     ADD_FAILURE();
   } catch (const SafetensorsError& e) {
-    EXPECT_EQ(std::string(e.what()), dir.path() + ": cannot read: not a regular file");
+    EXPECT_EQ(std::string(e.what()), dir.path() + ": error: cannot read: not a regular file");
   }
   try {
     writeSafetensors(dir.file("no/such/dir/x.safetensors"), {});
@@ -439,9 +445,11 @@ TEST(SafetensorsFileTest, TruncatedFileIsRefused) {
     readSafetensors(path);
     ADD_FAILURE();
   } catch (const SafetensorsError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              path + ": invalid safetensors file: tensor 'w': data_offsets [0,128] run past the "
-                     "end of the data section (123 bytes)");
+    EXPECT_EQ(
+        std::string(e.what()),
+        path +
+            ": error: invalid safetensors file: tensor 'w': data_offsets [0,128] run past the "
+            "end of the data section (123 bytes)");
   }
   const std::string tiny = dir.write("tiny.safetensors", "abc");
   EXPECT_THROW(readSafetensors(tiny), SafetensorsError);
