@@ -109,6 +109,17 @@ void Graph::erase(Node* n) {
   nodes_.erase(it);
 }
 
+void Graph::moveBefore(Node* n, const Node* anchor) {
+  auto find = [&](const Node* x) {
+    return std::find_if(nodes_.begin(), nodes_.end(), [&](auto& p) { return p.get() == x; });
+  };
+  auto from = find(n), to = find(anchor);
+  if (from == nodes_.end() || to == nodes_.end())
+    throw IRError("moveBefore: node is not in this graph");
+  if (from < to) std::rotate(from, from + 1, to);  // n ends just before anchor
+  else if (to < from) std::rotate(to, from, from + 1);
+}
+
 size_t Graph::removeDeadNodes() {
   std::unordered_set<const Value*> live(outputs_.begin(), outputs_.end());
   std::vector<bool> keep(nodes_.size(), false);

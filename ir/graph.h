@@ -120,6 +120,9 @@ class Graph {
   size_t removeDeadNodes();
   // Removes one node; its results must be unused.
   void erase(Node* n);
+  // Moves n to just before `anchor` in the node order, so a rewrite can put a replacement
+  // where the node it replaces was; keeping the order topological is the caller's job.
+  void moveBefore(Node* n, const Node* anchor);
   // Stable reorder so every node follows its operands (after rewrites appended nodes).
   void topoSort();
   // users[v] = nodes using v as an operand (a node using v twice appears twice).

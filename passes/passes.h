@@ -1,0 +1,17 @@
+// The built-in passes, one file each. registry.cpp lists them by name.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace tgc {
+
+// dce.cpp: removes nodes whose results are unused and are not outputs; inputs stay.
+bool runDCE(Graph& g, PassContext& ctx);
+// cse.cpp: merges nodes with equal op, operands, attributes and result types.
+bool runCSE(Graph& g, PassContext& ctx);
+// constant_fold.cpp: evaluates nodes whose operands are all constants.
+bool runConstantFold(Graph& g, PassContext& ctx);
+// canonicalize.cpp: algebraic identities and layout-op simplifications.
+bool runCanonicalize(Graph& g, PassContext& ctx);
+
+}  // namespace tgc

@@ -1,0 +1,73 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "passes/pass.h"
+#include "passes/passes.h"
+
+namespace tgc {
+namespace {
+
+// An explicit table rather than static registration: objects in a static library that
+// nothing references are dropped by the linker, and their registrations with them.
+std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
+  std::map<std::string, PassInfo, std::less<>> m;
+  auto add = [&](std::string name, std::string desc, PassFn fn) {
+    m[name] = PassInfo{name, std::move(desc), std::move(fn)};
+  };
+  add("canonicalize",
+      "algebraic identities (x*1, x+0, neg(neg x)) and layout folding (transpose, reshape, "
+      "broadcast, cast, slice no-ops)",
+      runCanonicalize);
+  add("constant-fold",
+      "evaluate nodes whose operands are all constants with the reference interpreter",
+      runConstantFold);
+  add("cse", "merge nodes with the same op, operands, attributes and result types", runCSE);
+  add("dce", "remove nodes whose results are unused and are not outputs (inputs stay)",
+      runDCE);
+  return m;
+}
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, PassInfo, std::less<>> passes = makeBuiltins();
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<const PassInfo*> allPasses() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::vector<const PassInfo*> out;
+  for (const auto& [name, info] : r.passes) out.push_back(&info);
+  return out;
+}
+
+const PassInfo* findPass(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.passes.find(name);
+  return it == r.passes.end() ? nullptr : &it->second;
+}
+
+void registerPass(PassInfo info) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::string name = info.name;
+  r.passes.insert_or_assign(std::move(name), std::move(info));
+}
+
+std::string knownPassNames() {
+  std::string s;
+  for (const PassInfo* p : allPasses()) s += (s.empty() ? "" : ", ") + p->name;
+  return s;
+}
+
+}  // namespace tgc
