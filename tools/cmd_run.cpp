@@ -1,7 +1,327 @@
+// `tgc run`: evaluates a Graph IR file with the reference interpreter. Inputs come from a
+// safetensors file (or are generated from a seed), outputs go to a safetensors file named by
+// their value names. It is the quickest way to see what a graph computes, and the oracle
+// that compiled code is compared against from the command line.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/diagnostic.h"
+#include "ir/graph.h"
+#include "ir/interpreter.h"
+#include "ir/json.h"
+#include "ir/parser.h"
+#include "runtime/safetensors.h"
 #include "tools/commands.h"
 
 namespace tgc::cli {
+namespace {
 
-void registerRun(CLI::App& app) { (void)app; }  // TODO(helper): implement
+struct RunOptions {
+  std::string file;
+  std::string inputs;
+  std::string outputs;
+  uint64_t seed = 0;
+  CLI::Option* seed_opt = nullptr;  // given or not
+  std::string int_range = "0,10";
+  std::string dist = "uniform";
+  bool print = false;
+  bool f64 = false;
+};
+
+constexpr const char* kFooter = R"(
+Inputs:
+  Every `input()` of the graph is looked up by its value name (%x is the tensor "x") in the
+  --inputs file and must have exactly the declared dtype and shape (with --f64, any float
+  dtype of the declared shape). Tensors in the file that are not inputs of the graph are
+  ignored with a warning. Inputs missing from the file are an error listing them, unless
+  --random-inputs SEED is given; then each missing input is filled from its own
+  std::mt19937_64 stream seeded from SEED and its name, so its values depend only on SEED and
+  the name, never on which other inputs were given:
+    floats   uniform in [-1, 1) (--dist uniform) or standard normal (--dist normal),
+             rounded to the input's dtype
+    integers uniform in [LO, HI) from --int-range LO,HI (default 0,10)
+    bool     true or false with probability 1/2
+
+Outputs:
+  The graph's results are written to the --outputs safetensors file under their value names
+  (`return %y` writes tensor "y"), with the graph name in its metadata. The file is written
+  atomically. With --print, or when --outputs is not given, a summary of each result is
+  printed to stdout: name, type, min/max/mean (NaNs counted apart) and the first values.
+
+Examples:
+  tgc run attn.tir --inputs in.safetensors --outputs out.safetensors
+  tgc run attn.tir --random-inputs 1 --print
+  tgc run attn.tir --random-inputs 7 --dist normal --f64 --outputs ref.safetensors
+
+Exit status: 0 on success; 1 with a message on stderr for an unreadable or invalid graph or
+safetensors file, missing or mistyped inputs, a failing op (e.g. gather index out of range)
+or an output that cannot be written.
+)";
+
+std::string readAll(std::istream& in) {
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::unique_ptr<Graph> readGraph(const std::string& path) {
+  if (path == "-") return parseGraph(readAll(std::cin), "<stdin>");
+  if (path.size() > 5 && path.ends_with(".json")) {
+    std::ifstream in(path);
+    if (!in) throw ParseError(fmt::format("{}: error: cannot open file", path));
+    return graphFromJsonText(readAll(in), path);
+  }
+  return parseGraphFile(path);
+}
+
+// ---- deterministic random inputs -------------------------------------------------------------
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// One stream per input: FNV-1a of the name mixed into the seed.
+uint64_t streamSeed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001B3ull;
+  return splitmix64(seed ^ splitmix64(h));
+}
+
+// The standard fixes mt19937_64's output but not its distributions' algorithms, so the
+// conversions are written out here to give the same numbers with every standard library.
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+double standardNormal(std::mt19937_64& rng) {  // Box-Muller, one value per pair of draws
+  double u1 = 1.0 - uniform01(rng);            // (0, 1]: log is finite
+  double u2 = uniform01(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+// Uniform in [lo, hi) without modulo bias.
+int64_t uniformInt(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+  const uint64_t threshold = (0 - range) % range;  // 2^64 mod range
+  uint64_t x = rng();
+  while (x < threshold) x = rng();
+  return static_cast<int64_t>(static_cast<uint64_t>(lo) + x % range);
+}
+
+std::pair<int64_t, int64_t> parseIntRange(const std::string& s) {
+  auto bad = [&] {
+    return std::runtime_error(
+        fmt::format("--int-range: expected LO,HI with integers LO < HI, got '{}'", s));
+  };
+  size_t comma = s.find(',');
+  if (comma == std::string::npos) throw bad();
+  auto parse = [&](const std::string& part) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      throw bad();
+    }
+    if (used != part.size()) throw bad();
+    return v;
+  };
+  int64_t lo = parse(s.substr(0, comma)), hi = parse(s.substr(comma + 1));
+  if (lo >= hi) throw bad();
+  return {lo, hi};
+}
+
+Tensor randomTensor(const Value& v, uint64_t seed, const RunOptions& o,
+                    std::pair<int64_t, int64_t> int_range) {
+  Tensor t(v.type());
+  std::mt19937_64 rng(streamSeed(seed, v.name()));
+  const DType d = t.dtype();
+  if (d == DType::i32 && (int_range.first < std::numeric_limits<int32_t>::min() ||
+                          int_range.second - 1 > std::numeric_limits<int32_t>::max()))
+    throw std::runtime_error(fmt::format("--int-range [{}, {}) does not fit input %{} of type {}",
+                                         int_range.first, int_range.second, v.name(),
+                                         v.type().str()));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (isFloat(d))
+      t.setF(i, o.dist == "normal" ? standardNormal(rng) : 2.0 * uniform01(rng) - 1.0);
+    else if (isInteger(d))
+      t.setI(i, uniformInt(rng, int_range.first, int_range.second));
+    else
+      t.setI(i, static_cast<int64_t>(rng() >> 63));
+  }
+  return t;
+}
+
+// ---- inputs ----------------------------------------------------------------------------------
+
+std::map<std::string, Tensor> gatherInputs(const Graph& g, const RunOptions& o) {
+  TensorFile given;
+  if (!o.inputs.empty()) given = readSafetensors(o.inputs);
+  const std::string source = o.inputs.empty() ? "no --inputs file" : o.inputs;
+
+  std::map<std::string, Tensor> inputs;
+  std::vector<std::string> missing, mistyped;
+  for (Node* in : g.inputs()) {
+    const Value& v = *in->result();
+    auto it = given.tensors.find(v.name());
+    if (it == given.tensors.end()) {
+      missing.push_back(fmt::format("%{} ({})", v.name(), v.type().str()));
+      continue;
+    }
+    const Tensor& t = it->second;
+    bool ok = t.type() == v.type() || (o.f64 && isFloat(t.dtype()) && isFloat(v.type().dtype) &&
+                                       t.shape() == v.type().shape);
+    if (!ok)
+      mistyped.push_back(fmt::format("input %{}: the graph declares {} but {} holds {}", v.name(),
+                                     v.type().str(), o.inputs, t.type().str()));
+    else
+      inputs.emplace(v.name(), t);
+  }
+  for (const auto& [name, t] : given.tensors)
+    if (!g.findValue(name) || g.findValue(name)->def()->op() != OpKind::Input)
+      fmt::print(stderr,
+                 "tgc run: warning: {}: tensor '{}' is not an input of graph @{}; ignored\n",
+                 o.inputs, name, g.name());
+
+  if (!mistyped.empty()) {
+    std::string msg = mistyped.front();
+    for (size_t i = 1; i < mistyped.size(); ++i) msg += "\n  " + mistyped[i];
+    throw std::runtime_error(msg);
+  }
+  if (!missing.empty() && !o.seed_opt->count()) {
+    std::string list;
+    for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+    throw std::runtime_error(
+        fmt::format("graph @{} has {} input{} not given ({}): {}; give them in --inputs or use "
+                    "--random-inputs SEED",
+                    g.name(), missing.size(), missing.size() == 1 ? "" : "s", source, list));
+  }
+  if (o.seed_opt->count()) {
+    auto range = parseIntRange(o.int_range);
+    for (Node* in : g.inputs())
+      if (!inputs.count(in->result()->name()))
+        inputs.emplace(in->result()->name(), randomTensor(*in->result(), o.seed, o, range));
+  }
+  return inputs;
+}
+
+// ---- output summary --------------------------------------------------------------------------
+
+std::string formatElement(const Tensor& t, int64_t i) {
+  if (isFloat(t.dtype())) {
+    double x = t.getF(i);
+    return std::isnan(x) ? "nan" : fmt::format("{:.6g}", x);  // NaN's sign bit is noise
+  }
+  if (t.dtype() == DType::boolean) return t.getI(i) ? "true" : "false";
+  return fmt::format("{}", t.getI(i));
+}
+
+std::string summarize(const std::string& name, const Tensor& t) {
+  std::string s = fmt::format("%{}: {}", name, t.type().str());
+  if (t.numel() == 0) return s + "  (empty)\n";
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double x = t.getF(i);
+    if (std::isnan(x)) {
+      ++nans;
+      continue;
+    }
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sum += x;
+  }
+  if (nans < t.numel())
+    s += fmt::format("  min {:.6g}  max {:.6g}  mean {:.6g}", lo, hi,
+                     sum / static_cast<double>(t.numel() - nans));
+  if (nans > 0) s += fmt::format("  nan {}", nans);
+  constexpr int64_t kShown = 8;
+  s += "\n  [";
+  for (int64_t i = 0; i < std::min(t.numel(), kShown); ++i)
+    s += (i ? ", " : "") + formatElement(t, i);
+  if (t.numel() > kShown)
+    s += fmt::format(", ...] (first {} of {})\n", kShown, t.numel());
+  else
+    s += "]\n";
+  return s;
+}
+
+void runGraph(const RunOptions& o) {
+  if (o.dist != "uniform" && o.dist != "normal")
+    throw std::runtime_error(fmt::format("--dist must be uniform or normal, not '{}'", o.dist));
+  if (o.seed_opt->count()) parseIntRange(o.int_range);  // bad options fail before any work
+  auto g = readGraph(o.file);
+  auto inputs = gatherInputs(*g, o);
+
+  InterpreterOptions io;
+  io.promote_to_f64 = o.f64;
+  std::vector<Tensor> results = Interpreter(io).run(*g, inputs);
+
+  TensorFile out;
+  out.metadata["graph"] = g->name();
+  if (o.seed_opt->count()) out.metadata["random_inputs_seed"] = std::to_string(o.seed);
+  for (size_t i = 0; i < results.size(); ++i)
+    out.tensors.emplace(g->outputs()[i]->name(), results[i]);  // a value returned twice: once
+
+  if (o.print || o.outputs.empty())
+    for (size_t i = 0; i < results.size(); ++i)
+      std::cout << summarize(g->outputs()[i]->name(), results[i]);
+  std::cout.flush();
+  if (!o.outputs.empty()) writeSafetensors(o.outputs, out);
+}
+
+}  // namespace
+
+void registerRun(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a Graph IR file with the reference interpreter on safetensors inputs");
+  cmd->footer(kFooter);
+  cmd->add_option(
+         "file", o->file,
+         "Graph IR text file ('-' reads stdin; a name ending in .json reads the JSON form)")
+      ->required();
+  cmd->add_option("-i,--inputs", o->inputs, "safetensors file holding the graph's inputs by name");
+  cmd->add_option("-o,--outputs", o->outputs,
+                  "Write the graph's results to this safetensors file, named by value name");
+  o->seed_opt = cmd->add_option("--random-inputs", o->seed,
+                                "Fill inputs missing from --inputs with random values from SEED");
+  o->seed_opt->type_name("SEED");
+  cmd->add_option("--int-range", o->int_range, "Range [LO,HI) of random integer inputs, as LO,HI")
+      ->type_name("LO,HI")
+      ->capture_default_str();
+  cmd->add_option("--dist", o->dist, "Distribution of random float inputs: uniform or normal")
+      ->check(CLI::IsMember({"uniform", "normal"}))
+      ->capture_default_str();
+  cmd->add_flag("--print", o->print,
+                "Print each result's type, min/max/mean and first values to stdout");
+  cmd->add_flag("--f64", o->f64,
+                "Compute every float op in float64 and return float64 results (inputs are "
+                "widened)");
+  cmd->callback([o] {
+    try {
+      runGraph(*o);
+    } catch (const ParseError& e) {
+      // Already "file:line:col: error: ..." (or "file: error: ..." for safetensors).
+      std::string msg = e.what();
+      std::cerr << msg << (msg.ends_with("\n") ? "" : "\n");
+      throw CLI::RuntimeError(1);
+    } catch (const std::exception& e) {
+      std::cerr << "tgc run: error: " << e.what() << "\n";
+      throw CLI::RuntimeError(1);
+    }
+  });
+}
 
 }  // namespace tgc::cli
