@@ -1,7 +1,173 @@
+// `tgc compile`: lowers one graph of a model file (the model language, docs/language.md) to
+// Graph IR and prints it as text, JSON or Graphviz; optionally runs a pass pipeline over it
+// and prints statistics.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "frontend/frontend.h"
+#include "frontend/model_stats.h"
+#include "ir/diagnostic.h"
+#include "ir/graphviz.h"
+#include "ir/json.h"
+#include "ir/printer.h"
+#include "passes/pass_manager.h"
 #include "tools/commands.h"
 
 namespace tgc::cli {
+namespace {
 
-void registerCompile(CLI::App& app) { (void)app; }  // TODO(helper): implement
+struct CompileOptions {
+  std::string model;
+  std::string graph;
+  std::string preset;
+  std::vector<std::string> sets;
+  std::vector<std::string> dims;
+  std::vector<std::string> libs;
+  std::string emit = "ir";
+  std::string output;
+  bool stats = false;
+  bool list_graphs = false;
+  bool list_params = false;
+  std::string passes;
+  PassManagerOptions pm;
+};
+
+constexpr const char* kFooter = R"(
+Examples:
+  tgc compile models/transformer.tg --preset tiny --graph encode
+  tgc compile models/transformer.tg --preset base --set dropout=0.2 --dim B=32 --dim S=50
+  tgc compile models/gpt.tg --stats
+  tgc compile models/transformer.tg --passes='fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
+
+--stats prints the parameter count, the op count by kind and an estimated FLOP count
+instead of the graph (the graph still goes to -o FILE when one is given). --params lists
+every parameter with its type and initializer. Imports are looked up next to the importing
+file, then in each --lib DIR, then in $TGC_LIB_PATH and the built-in models/lib.
+
+Exit status: 0 on success; 1 with every diagnostic on stderr ("file:line:col: error: ...").
+)";
+
+[[noreturn]] void usage(const std::string& msg) { throw std::invalid_argument(msg); }
+
+std::pair<std::string, std::string> splitKV(const std::string& s, const char* flag) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0)
+    usage(fmt::format("{} {}: expected NAME=VALUE", flag, s));
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+ModelOptions modelOptions(const CompileOptions& o) {
+  ModelOptions m;
+  m.graph = o.graph;
+  m.preset = o.preset;
+  m.lib_paths = o.libs;
+  for (const auto& s : o.sets) m.sets.push_back(splitKV(s, "--set"));
+  for (const auto& d : o.dims) {
+    auto [k, v] = splitKV(d, "--dim");
+    errno = 0;
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno == ERANGE) usage(fmt::format("--dim {}: '{}' is not an integer", k, v));
+    m.dims.emplace_back(k, n);
+  }
+  return m;
+}
+
+std::string render(const Graph& g, const std::string& emit) {
+  if (emit == "json") return graphToJson(g).dump(2) + "\n";
+  if (emit == "dot") return graphToDot(g);
+  return printGraph(g);
+}
+
+void writeOut(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    return;
+  }
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
+}
+
+void runCompile(const CompileOptions& o) {
+  ModelOptions mo = modelOptions(o);
+  // Check the pipeline before compiling what may be a large model.
+  std::unique_ptr<PassManager> pm;
+  if (!o.passes.empty()) pm = std::make_unique<PassManager>(parsePipeline(o.passes), o.pm);
+  CompiledModel m = compileModelFile(o.model, mo);
+  if (o.list_graphs) {
+    for (const auto& n : m.graph_names) fmt::print("{}\n", n);
+    return;
+  }
+  if (pm) {
+    PassContext ctx;
+    pm->run(*m.graph, ctx);
+  }
+  if (o.list_params) {
+    for (const auto& p : m.params)
+      fmt::print("{}  {}  {}({})\n", p.name, p.type.str(), p.kind, p.arg);
+    return;
+  }
+  if (o.stats) {
+    fmt::print("{}", formatStats(computeStats(*m.graph)));
+    if (!o.output.empty()) writeOut(o.output, render(*m.graph, o.emit));
+    return;
+  }
+  writeOut(o.output, render(*m.graph, o.emit));
+}
+
+}  // namespace
+
+void registerCompile(CLI::App& app) {
+  auto o = std::make_shared<CompileOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile", "Lower a graph of a model file (.tg) to Graph IR and print it");
+  cmd->footer(kFooter);
+  cmd->add_option("model", o->model, "Model file in the tgc model language")->required();
+  cmd->add_option("-g,--graph", o->graph, "Graph to lower (default: 'train' if present, else the first)");
+  cmd->add_option("--preset", o->preset, "Named config preset, e.g. tiny, small, base");
+  cmd->add_option("--set", o->sets, "Override a config entry: --set d_model=384 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--dim", o->dims, "Bind a named dim: --dim B=16 (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--lib", o->libs, "Extra folder to search for imports (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--emit", o->emit, "Output form: ir (text), json or dot (Graphviz)")
+      ->check(CLI::IsMember({"ir", "json", "dot"}));
+  cmd->add_option("-o,--output", o->output, "Write the graph to this file instead of stdout");
+  cmd->add_flag("--stats", o->stats, "Print parameter count, ops by kind and estimated FLOPs");
+  cmd->add_flag("--list-graphs", o->list_graphs, "List the graphs of the model and exit");
+  cmd->add_flag("--params", o->list_params, "List the parameters with their types and initializers");
+  cmd->add_option("-p,--passes", o->passes,
+                  "Pass pipeline to run on the lowered graph (see tgc opt --help)");
+  cmd->add_flag("--print-after-all", o->pm.print_after_all, "Print the IR after every pass run");
+  cmd->add_option("--print-after", o->pm.print_after, "Print the IR after this pass (repeatable)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  cmd->add_flag("--print-changed", o->pm.print_changed,
+                "Print the IR only after passes that changed it");
+  cmd->add_option("--dump-dir", o->pm.dump_dir, "Write the IR after each pass into this directory");
+  cmd->add_option("--stop-after", o->pm.stop_after, "Stop the pipeline after this pass");
+  cmd->add_flag("--time-passes", o->pm.time_passes, "Print wall time per pass to stderr");
+  cmd->callback([o] {
+    try {
+      runCompile(*o);
+    } catch (const ParseError& e) {
+      // Every diagnostic, already "file:line:col: error: ..." with the line and a caret.
+      std::string msg = e.what();
+      std::cerr << msg << (msg.ends_with("\n") ? "" : "\n");
+      throw CLI::RuntimeError(1);
+    } catch (const std::exception& e) {
+      std::cerr << "tgc compile: error: " << e.what() << "\n";
+      throw CLI::RuntimeError(1);
+    }
+  });
+}
 
 }  // namespace tgc::cli
