@@ -1,0 +1,267 @@
+// GEMM throughput of tgc against OpenBLAS (cblas_sgemm), side by side in one process, at
+// the Transformer's shapes, and against the machine's measured FMA peak.
+//
+//   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick]
+//
+// Each figure is the median of R runs; a run repeats the product until it has taken at
+// least T ms. tgc and OpenBLAS runs alternate, so a noisy neighbour hurts both alike.
+// On an AVX-512 host the program re-executes itself with OPENBLAS_CORETYPE=SkylakeX
+// unless that variable is already set, so OpenBLAS uses its AVX-512 kernel.
+#include <cblas.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/gemm.h"
+#include "codegen/jit.h"
+#include "runtime/thread_pool.h"
+
+namespace {
+
+using tgc::DType;
+using tgc::ThreadPool;
+using namespace tgc::codegen;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = ThreadPool::defaultNumThreads();
+  int runs = 7;
+  double minMs = 40;
+  std::string shapes = "transformer";
+};
+
+struct Case {
+  std::string name;
+  int64_t batch, m, n, k;
+  bool transA = false, transB = false;
+};
+
+std::vector<Case> casesFor(const std::string& which) {
+  std::vector<Case> cs;
+  std::vector<int64_t> tokens = which == "quick" ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 1024, 2048};
+  for (int64_t t : tokens) {
+    cs.push_back({fmt::format("{}x512x512", t), 1, t, 512, 512});
+    cs.push_back({fmt::format("{}x2048x512", t), 1, t, 2048, 512});
+    cs.push_back({fmt::format("{}x512x2048", t), 1, t, 512, 2048});
+  }
+  cs.push_back({"64 x (128x128x64)", 64, 128, 128, 64});
+  if (which == "all") {
+    // The backward pass's products: dX = dY W^T and dW = X^T dY.
+    cs.push_back({"1024x512x2048 B^T", 1, 1024, 512, 2048, false, true});
+    cs.push_back({"512x2048x1024 A^T", 1, 512, 2048, 1024, true, false});
+    cs.push_back({"64 x (128x64x128) B^T", 64, 128, 64, 128, false, true});
+    cs.push_back({"1000x1000x1000", 1, 1000, 1000, 1000});
+  }
+  return cs;
+}
+
+// Appends the seconds per call of fn, averaged over a run of at least opts.minMs.
+void timeIt(const Options& opts, const std::function<void()>& fn, std::vector<double>& samples) {
+  auto t0 = Clock::now();
+  fn();  // warm-up: packing buffers, JIT, OpenBLAS threads
+  double once = std::chrono::duration<double>(Clock::now() - t0).count();
+  int64_t reps = std::max<int64_t>(1, static_cast<int64_t>(opts.minMs / 1e3 / std::max(once, 1e-7)));
+  auto start = Clock::now();
+  for (int64_t r = 0; r < reps; ++r) fn();
+  samples.push_back(std::chrono::duration<double>(Clock::now() - start).count() / reps);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A loop of independent vector FMAs, JIT-compiled for the host: enough accumulators to
+// cover the FMA latency on every FMA pipe. Returns GFLOP/s on `threads` threads at once.
+double measureFmaPeak(Jit& jit, ThreadPool& pool, int threads) {
+  const int lanes = jit.target().vectorBits() / 32;
+  const int accs = jit.target().vectorRegisters() - 4;
+  static int serial = 0;
+  const std::string name = fmt::format("tgc_fma_peak_{}", serial++);
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto mod = std::make_unique<llvm::Module>(name, *ctx);
+  llvm::IRBuilder<> b(*ctx);
+  auto* vt = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
+  auto* fn = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {b.getInt64Ty(), b.getPtrTy()}, false),
+                                    llvm::Function::ExternalLinkage, name, *mod);
+  auto* entry = llvm::BasicBlock::Create(*ctx, "entry", fn);
+  auto* loop = llvm::BasicBlock::Create(*ctx, "loop", fn);
+  auto* exit = llvm::BasicBlock::Create(*ctx, "exit", fn);
+  b.SetInsertPoint(entry);
+  b.CreateBr(loop);
+  b.SetInsertPoint(loop);
+  auto* i = b.CreatePHI(b.getInt64Ty(), 2);
+  std::vector<llvm::PHINode*> phis;
+  std::vector<llvm::Value*> acc;
+  auto* x = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(lanes), llvm::ConstantFP::get(b.getFloatTy(), 0.9999999));
+  auto* y = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(lanes), llvm::ConstantFP::get(b.getFloatTy(), 1e-7));
+  for (int a = 0; a < accs; ++a) {
+    phis.push_back(b.CreatePHI(vt, 2));
+    acc.push_back(phis.back());
+  }
+  for (int u = 0; u < 4; ++u)
+    for (int a = 0; a < accs; ++a) acc[a] = b.CreateIntrinsic(llvm::Intrinsic::fma, {vt}, {acc[a], x, y});
+  auto* next = b.CreateAdd(i, b.getInt64(1));
+  b.CreateCondBr(b.CreateICmpULT(next, fn->getArg(0)), loop, exit);
+  i->addIncoming(b.getInt64(0), entry);
+  i->addIncoming(next, loop);
+  for (int a = 0; a < accs; ++a) {
+    phis[a]->addIncoming(llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(lanes),
+                                                        llvm::ConstantFP::get(b.getFloatTy(), 1.0 + a)),
+                         entry);
+    phis[a]->addIncoming(acc[a], loop);
+  }
+  b.SetInsertPoint(exit);
+  llvm::Value* sum = acc[0];
+  for (int a = 1; a < accs; ++a) sum = b.CreateFAdd(sum, acc[a]);
+  b.CreateStore(sum, fn->getArg(1));
+  b.CreateRetVoid();
+  jit.addModule(std::move(mod), std::move(ctx));
+  auto* kernel = jit.lookupAs<void(int64_t, float*)>(name);
+
+  const int64_t iters = 20'000'000;
+  std::vector<double> best(threads, 0);
+  for (int rep = 0; rep < 5; ++rep)
+    pool.runOnThreads(threads, [&](int t) {
+      alignas(64) float out[16];
+      auto t0 = Clock::now();
+      kernel(iters, out);
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      best[t] = std::max(best[t], 2.0 * lanes * accs * 4 * iters / s / 1e9);
+    });
+  double total = 0;
+  for (double g : best) total += g;
+  return total;
+}
+
+void fill(std::vector<float>& v, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (auto& x : v) x = d(rng);
+}
+
+int run(const Options& opts) {
+  Jit jit(JitOptions::fromEnv());
+  ThreadPool pool(opts.threads);
+  const GemmEngine& engine = GemmEngine::host(DType::f32);
+  const auto& cfg = engine.config();
+  fmt::print("host: {} ({}-bit vectors), tgc kernel {} (kc {}, mc {}, nc {}), {} threads\n",
+             jit.target().cpu, jit.target().vectorBits(), cfg.name(), cfg.kc, cfg.mc, cfg.nc, opts.threads);
+  openblas_set_num_threads(opts.threads);
+  const char* coreEnv = std::getenv("OPENBLAS_CORETYPE");
+  fmt::print("OpenBLAS: {} core {}, OPENBLAS_CORETYPE={}, {} threads\n", OPENBLAS_VERSION,
+             openblas_get_corename(), coreEnv ? coreEnv : "(unset)", openblas_get_num_threads());
+
+  const double peak1 = measureFmaPeak(jit, pool, 1);
+  const double peak = measureFmaPeak(jit, pool, opts.threads);
+  fmt::print("measured FMA peak: {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s on {} threads\n\n", peak1, peak,
+             opts.threads);
+
+  fmt::print("{:<24} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
+             "OpenBLAS GF/s", "tgc/OpenBLAS", "tgc/peak", "max|diff|");
+  std::vector<double> ratios;
+  for (const Case& c : casesFor(opts.shapes)) {
+    GemmDesc d = GemmDesc::contiguous(DType::f32, c.m, c.n, c.k, c.transA, c.transB);
+    if (c.batch > 1) d.addBatch(c.batch);
+    std::vector<float> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n),
+        co(c.batch * c.m * c.n);
+    fill(a, 1);
+    fill(b, 2);
+    auto tgcRun = [&] { engine.run(d, a.data(), b.data(), ct.data(), &pool); };
+    auto blasOne = [&](int64_t i) {
+      cblas_sgemm(CblasRowMajor, c.transA ? CblasTrans : CblasNoTrans, c.transB ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), 1.0f,
+                  a.data() + i * c.m * c.k, static_cast<int>(d.lda), b.data() + i * c.k * c.n,
+                  static_cast<int>(d.ldb), 0.0f, co.data() + i * c.m * c.n, static_cast<int>(d.ldc));
+    };
+    // Batched products: OpenBLAS gets the better of its own threading per product and
+    // one single-threaded product per thread (how frameworks drive it).
+    auto blasLoop = [&] {
+      for (int64_t i = 0; i < c.batch; ++i) blasOne(i);
+    };
+    auto blasSplit = [&] {
+      pool.parallelFor(c.batch, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) blasOne(i);
+      });
+    };
+    std::vector<double> st, so, ss;
+    for (int r = 0; r < opts.runs; ++r) {
+      timeIt(opts, tgcRun, st);
+      timeIt(opts, blasLoop, so);
+      if (c.batch > 1) {
+        openblas_set_num_threads(1);
+        timeIt(opts, blasSplit, ss);
+        openblas_set_num_threads(opts.threads);
+      }
+    }
+    double tgcS = median(st), blasS = median(so);
+    if (!ss.empty()) blasS = std::min(blasS, median(ss));
+    double diff = 0;
+    for (size_t i = 0; i < ct.size(); ++i) diff = std::max(diff, double(std::abs(ct[i] - co[i])));
+    const double flops = 2.0 * c.batch * c.m * c.n * c.k;
+    const double gt = flops / tgcS / 1e9, go = flops / blasS / 1e9;
+    ratios.push_back(gt / go);
+    fmt::print("{:<24} {:>12.1f} {:>14.1f} {:>12.2f} {:>9.0f}% {:>10.1e}\n", c.name, gt, go, gt / go,
+               100 * gt / peak, diff);
+    std::fflush(stdout);
+  }
+  double geo = 0;
+  for (double r : ratios) geo += std::log(r);
+  fmt::print("\ngeometric mean tgc/OpenBLAS: {:.2f}\n", std::exp(geo / ratios.size()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        fmt::print(stderr, "gemm_bench: {} needs a value\n", arg);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--threads") {
+      opts.threads = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--runs") {
+      opts.runs = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--min-ms") {
+      opts.minMs = std::max(1.0, std::atof(value().c_str()));
+    } else if (arg == "--shapes") {
+      opts.shapes = value();
+      if (opts.shapes != "all" && opts.shapes != "transformer" && opts.shapes != "quick") {
+        fmt::print(stderr, "gemm_bench: --shapes must be all, transformer or quick\n");
+        return 2;
+      }
+    } else {
+      fmt::print(stderr, "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick]\n");
+      return arg == "--help" || arg == "-h" ? 0 : 2;
+    }
+  }
+  // OpenBLAS picks its kernel when it loads; on AVX-512 hosts ask for the AVX-512 one.
+  if (!std::getenv("OPENBLAS_CORETYPE") && TargetSpec::host().hasFeature("avx512f")) {
+    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: go on with the default
+  }
+  try {
+    return run(opts);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gemm_bench: {}\n", e.what());
+    return 1;
+  }
+}

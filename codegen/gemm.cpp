@@ -1,0 +1,323 @@
+#include "codegen/gemm.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include "codegen/jit.h"
+#include "runtime/thread_pool.h"
+
+namespace tgc::codegen {
+
+// ---- GemmDesc ---------------------------------------------------------------------------
+
+GemmDesc GemmDesc::contiguous(DType dtype, int64_t m, int64_t n, int64_t k, bool transA,
+                              bool transB) {
+  GemmDesc d;
+  d.dtype = dtype;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.transA = transA;
+  d.transB = transB;
+  d.lda = std::max<int64_t>(1, transA ? m : k);
+  d.ldb = std::max<int64_t>(1, transB ? k : n);
+  d.ldc = std::max<int64_t>(1, n);
+  return d;
+}
+
+GemmDesc& GemmDesc::addBatch(int64_t count, bool broadcastA, bool broadcastB) {
+  // Each new dimension is outermost: its stride spans everything added before.
+  auto span = [&](const std::vector<int64_t>& strides, int64_t matrix) {
+    int64_t s = matrix;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (strides[i] != 0) s = std::max(s, strides[i] * batch[i]);
+    return s;
+  };
+  int64_t sa = broadcastA ? 0 : span(strideA, (transA ? k : m) * lda);
+  int64_t sb = broadcastB ? 0 : span(strideB, (transB ? n : k) * ldb);
+  int64_t sc = span(strideC, m * ldc);
+  batch.insert(batch.begin(), count);
+  strideA.insert(strideA.begin(), sa);
+  strideB.insert(strideB.begin(), sb);
+  strideC.insert(strideC.begin(), sc);
+  return *this;
+}
+
+int64_t GemmDesc::batchCount() const {
+  int64_t n = 1;
+  for (int64_t d : batch) n *= d;
+  return n;
+}
+
+void GemmDesc::validate() const {
+  auto bad = [](const std::string& why) { throw std::invalid_argument("gemm: " + why); };
+  if (dtype != DType::f32 && dtype != DType::f64)
+    bad(fmt::format("dtype {} is not supported (f32 or f64)", dtypeName(dtype)));
+  if (m < 0 || n < 0 || k < 0) bad(fmt::format("negative size m={} n={} k={}", m, n, k));
+  const int64_t minLda = std::max<int64_t>(1, transA ? m : k);
+  const int64_t minLdb = std::max<int64_t>(1, transB ? k : n);
+  const int64_t minLdc = std::max<int64_t>(1, n);
+  if (lda < minLda) bad(fmt::format("lda={} is less than {}", lda, minLda));
+  if (ldb < minLdb) bad(fmt::format("ldb={} is less than {}", ldb, minLdb));
+  if (ldc < minLdc) bad(fmt::format("ldc={} is less than {}", ldc, minLdc));
+  if (strideA.size() != batch.size() || strideB.size() != batch.size() ||
+      strideC.size() != batch.size())
+    bad(fmt::format("{} batch dimensions but {}/{}/{} strides for A/B/C", batch.size(),
+                    strideA.size(), strideB.size(), strideC.size()));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i] < 0) bad(fmt::format("batch dimension {} is negative ({})", i, batch[i]));
+    if (strideA[i] < 0 || strideB[i] < 0 || strideC[i] < 0)
+      bad(fmt::format("negative stride in batch dimension {}", i));
+    if (strideC[i] == 0 && batch[i] > 1)
+      bad(fmt::format("C cannot broadcast: batch dimension {} has {} items and C stride 0", i,
+                      batch[i]));
+  }
+}
+
+namespace {
+
+// A 64-byte aligned scratch buffer per thread, kept between calls: packing reuses warm
+// memory instead of faulting in fresh pages on every product.
+class Scratch {
+ public:
+  ~Scratch() { std::free(p_); }
+  template <class T>
+  T* get(int64_t elements) {
+    size_t bytes = static_cast<size_t>(elements) * sizeof(T);
+    if (bytes > size_) {
+      std::free(p_);
+      size_ = (bytes + 4095) / 4096 * 4096;
+      p_ = std::aligned_alloc(64, size_);
+      if (!p_) {
+        size_ = 0;
+        throw std::bad_alloc();
+      }
+    }
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t size_ = 0;
+};
+
+thread_local Scratch tPackA;
+thread_local Scratch tPackB;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Packs rows [i0, i0 + rows) x columns [p0, p0 + kc) of op(A) into slivers of MR rows:
+// dst[s*kc*MR + k*MR + i] = op(A)(i0 + s*MR + i, p0 + k), zero past the last row.
+template <class T>
+void packA(const T* a, int64_t lda, bool trans, int64_t i0, int64_t rows, int64_t p0,
+           int64_t kc, int mrFull, T* dst) {
+  const int64_t MR = mrFull;
+  for (int64_t s = 0; s * MR < rows; ++s) {
+    const int64_t r0 = i0 + s * MR;
+    const int64_t mr = std::min(MR, i0 + rows - r0);
+    T* d = dst + s * kc * MR;
+    if (!trans) {
+      for (int64_t i = 0; i < mr; ++i) {
+        const T* src = a + (r0 + i) * lda + p0;
+        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = src[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* src = a + (p0 + k) * lda + r0;
+        for (int64_t i = 0; i < mr; ++i) d[k * MR + i] = src[i];
+      }
+    }
+    if (mr < MR)
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t i = mr; i < MR; ++i) d[k * MR + i] = T(0);
+  }
+}
+
+// Packs slivers [s0, s1) of NR columns of op(B) rows [p0, p0 + kc), columns from j0
+// (cols in all): dst[s*kc*NR + k*NR + j] = op(B)(p0 + k, j0 + s*NR + j), zero past the end.
+template <class T>
+void packB(const T* b, int64_t ldb, bool trans, int64_t j0, int64_t cols, int64_t p0,
+           int64_t kc, int nrFull, int64_t s0, int64_t s1, T* dst) {
+  const int64_t NR = nrFull;
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t c0 = j0 + s * NR;
+    const int64_t nr = std::min(NR, j0 + cols - c0);
+    T* d = dst + s * kc * NR;
+    if (!trans) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* src = b + (p0 + k) * ldb + c0;
+        T* row = d + k * NR;
+        for (int64_t j = 0; j < nr; ++j) row[j] = src[j];
+        for (int64_t j = nr; j < NR; ++j) row[j] = T(0);
+      }
+    } else {
+      for (int64_t j = 0; j < nr; ++j) {
+        const T* src = b + (c0 + j) * ldb + p0;
+        for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = src[k];
+      }
+      if (nr < NR)
+        for (int64_t k = 0; k < kc; ++k)
+          for (int64_t j = nr; j < NR; ++j) d[k * NR + j] = T(0);
+    }
+  }
+}
+
+// C = beta * C for an m x n matrix (alpha == 0 or k == 0); beta == 0 writes zeros
+// without reading C, as BLAS does.
+template <class T>
+void scaleC(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = c + i * ldc;
+    if (beta == T(0))
+      std::fill(row, row + n, T(0));
+    else if (beta != T(1))
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+  }
+}
+
+// One product C = alpha * op(A) op(B) + beta * C, split over `pool` when it is given.
+template <class T>
+void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDesc& d,
+             const T* a, const T* b, T* c, ThreadPool* pool) {
+  const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
+  if (d.k == 0 || alpha == T(0)) {
+    scaleC(c, d.m, d.n, d.ldc, beta);
+    return;
+  }
+  const int64_t MR = cfg.mr, NR = cfg.nr;
+  const int threads = pool ? pool->numThreads() : 1;
+  const int64_t mSlivers = ceilDiv(d.m, MR);
+
+  for (int64_t jc = 0; jc < d.n; jc += cfg.nc) {
+    const int64_t ncur = std::min(cfg.nc, d.n - jc);
+    const int64_t nSlivers = ceilDiv(ncur, NR);
+    for (int64_t pc = 0; pc < d.k; pc += cfg.kc) {
+      const int64_t kcur = std::min(cfg.kc, d.k - pc);
+      const T betaNow = pc == 0 ? beta : T(1);  // later k blocks accumulate
+
+      T* bp = tPackB.get<T>(nSlivers * kcur * NR);
+      auto packPanel = [&](int64_t s0, int64_t s1) {
+        packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp);
+      };
+      if (threads > 1 && nSlivers * kcur * NR >= 32768)
+        pool->parallelFor(nSlivers, packPanel);
+      else
+        packPanel(0, nSlivers);
+
+      // Rows [i0, i0 + rows) times B slivers [js0, js1): pack A in mc blocks, then walk
+      // the tiles with the B sliver (L1) outer and the A slivers (L2) inner.
+      auto macro = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
+        for (int64_t ic = i0; ic < i0 + rows; ic += cfg.mc) {
+          const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
+          const int64_t aSlivers = ceilDiv(mcur, MR);
+          T* ap = tPackA.get<T>(aSlivers * MR * kcur);
+          packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
+          for (int64_t js = js0; js < js1; ++js) {
+            const int64_t nr = std::min(NR, ncur - js * NR);
+            const T* bs = bp + js * kcur * NR;
+            T* cj = c + jc + js * NR;
+            for (int64_t is = 0; is < aSlivers; ++is) {
+              const int64_t mr = std::min(MR, mcur - is * MR);
+              kern(kcur, ap + is * kcur * MR, bs, cj + (ic + is * MR) * d.ldc, d.ldc, mr, nr,
+                   alpha, betaNow);
+            }
+          }
+        }
+      };
+      if (threads == 1) {
+        macro(0, d.m, 0, nSlivers);
+      } else if (mSlivers >= 2 * threads || mSlivers >= nSlivers) {
+        // Rows: each thread packs its own A rows; the B panel is shared.
+        pool->parallelFor(mSlivers, [&](int64_t s0, int64_t s1) {
+          macro(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers);
+        });
+      } else {
+        // Few rows, many columns: split the B slivers; each thread packs all of A.
+        pool->parallelFor(nSlivers, [&](int64_t s0, int64_t s1) { macro(0, d.m, s0, s1); });
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- GemmEngine -------------------------------------------------------------------------
+
+GemmEngine::GemmEngine(Jit& jit, const GemmKernelConfig& config) : config_(config) {
+  config_.validate();
+  const std::string name = "tgc_gemm_ukernel_" + config_.name();
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto module = std::make_unique<llvm::Module>("tgc_gemm_" + config_.name(), *ctx);
+  emitGemmMicroKernel(*module, config_, name);
+  jit.addModule(std::move(module), std::move(ctx));
+  kernel_ = jit.lookup(name);
+}
+
+GemmEngine& GemmEngine::host(DType dtype) {
+  static Jit jit(JitOptions::fromEnv());
+  static GemmEngine f32(jit, GemmKernelConfig::forTarget(jit.target(), DType::f32));
+  if (dtype == DType::f32) return f32;
+  if (dtype == DType::f64) {
+    static GemmEngine f64(jit, GemmKernelConfig::forTarget(jit.target(), DType::f64));
+    return f64;
+  }
+  throw std::invalid_argument(fmt::format("gemm: dtype {} is not supported (f32 or f64)", dtypeName(dtype)));
+}
+
+template <class T>
+void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool) const {
+  const int64_t count = d.batchCount();
+  if (count == 0 || d.m == 0 || d.n == 0) return;
+  auto* kern = reinterpret_cast<GemmMicroKernel<T>*>(kernel_);
+
+  // Element offsets of batch item `index` (batch dimensions in row-major order).
+  auto item = [&](int64_t index, ThreadPool* inner) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (size_t dim = d.batch.size(); dim-- > 0;) {
+      const int64_t i = index % d.batch[dim];
+      index /= d.batch[dim];
+      oa += i * d.strideA[dim];
+      ob += i * d.strideB[dim];
+      oc += i * d.strideC[dim];
+    }
+    product(config_, kern, d, a + oa, b + ob, c + oc, inner);
+  };
+
+  const int threads = pool.numThreads();
+  // Whole products per thread when they share out evenly; else each one split.
+  if (threads > 1 && count >= threads && (count % threads == 0 || count >= 4 * threads)) {
+    pool.parallelFor(count, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) item(i, nullptr);
+    });
+  } else {
+    for (int64_t i = 0; i < count; ++i) item(i, threads > 1 ? &pool : nullptr);
+  }
+}
+
+void GemmEngine::run(const GemmDesc& desc, const void* a, const void* b, void* c,
+                     ThreadPool* pool) const {
+  desc.validate();
+  if (desc.dtype != config_.dtype)
+    throw std::invalid_argument(fmt::format("gemm: {} operands given to the {} engine",
+                                            dtypeName(desc.dtype), dtypeName(config_.dtype)));
+  ThreadPool& p = pool ? *pool : ThreadPool::global();
+  if (desc.dtype == DType::f32)
+    runTyped(desc, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c), p);
+  else
+    runTyped(desc, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c), p);
+}
+
+void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool) {
+  desc.validate();
+  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool);
+}
+
+}  // namespace tgc::codegen

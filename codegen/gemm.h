@@ -1,0 +1,81 @@
+// Batched GEMM on the CPU:  C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]
+// for f32 and f64, op = identity or transpose, any sizes, row-major with leading
+// dimensions, batch dimensions with per-operand strides (stride 0 broadcasts an operand).
+//
+// The structure is BLIS/GotoBLAS: B is packed into kc x NR slivers and A into MR x kc
+// slivers (zero-padded, contiguous), blocked for the caches over nc, kc and mc, and a
+// register-blocked micro-kernel, generated as LLVM IR for the host's vector registers
+// and JIT-compiled (codegen/gemm_kernel.h), computes each MR x NR tile of C. The work is
+// split over the thread pool: across batch items when there are enough of them,
+// otherwise across row (or column) slivers of each product.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "codegen/gemm_kernel.h"
+#include "ir/dtype.h"
+
+namespace tgc {
+class ThreadPool;
+}
+
+namespace tgc::codegen {
+
+class Jit;
+
+struct GemmDesc {
+  DType dtype = DType::f32;  // f32 or f64, for A, B and C alike
+  int64_t m = 0, n = 0, k = 0;  // op(A) is m x k, op(B) is k x n, C is m x n
+  bool transA = false;  // A is stored k x m (row-major) and used transposed
+  bool transB = false;  // B is stored n x k and used transposed
+  int64_t lda = 0, ldb = 0, ldc = 0;  // row strides, in elements, of A, B, C as stored
+  double alpha = 1.0, beta = 0.0;     // C is not read when beta == 0
+
+  // Batch dimensions, outermost first (empty: a single product), and for each the
+  // stride in elements between consecutive A, B and C matrices. A stride of 0 reuses one
+  // matrix for the whole dimension (broadcast); C's may be 0 only for a dimension of 1.
+  std::vector<int64_t> batch;
+  std::vector<int64_t> strideA, strideB, strideC;
+
+  // Contiguous row-major operands: lda/ldb/ldc set from the shapes.
+  static GemmDesc contiguous(DType dtype, int64_t m, int64_t n, int64_t k, bool transA = false,
+                             bool transB = false);
+  // Adds an outer batch dimension of `count` items stored one after another, each the
+  // size of everything added before (with broadcastA / broadcastB: one A or B for all).
+  GemmDesc& addBatch(int64_t count, bool broadcastA = false, bool broadcastB = false);
+
+  int64_t batchCount() const;
+  // Throws std::invalid_argument naming the first inconsistent field.
+  void validate() const;
+};
+
+// The JIT-compiled kernels of one configuration, and the driver that runs them.
+class GemmEngine {
+ public:
+  // Generates and compiles the micro-kernel for `config` with `jit`.
+  GemmEngine(Jit& jit, const GemmKernelConfig& config);
+
+  // The engine for the host CPU and a dtype (f32 or f64), compiled on first use with a
+  // process-wide JIT (and its object cache).
+  static GemmEngine& host(DType dtype);
+
+  const GemmKernelConfig& config() const { return config_; }
+
+  // Runs the batched product; `pool` defaults to ThreadPool::global().
+  void run(const GemmDesc& desc, const void* a, const void* b, void* c,
+           ThreadPool* pool = nullptr) const;
+
+ private:
+  template <class T>
+  void runTyped(const GemmDesc& desc, const T* a, const T* b, T* c, ThreadPool& pool) const;
+
+  GemmKernelConfig config_;
+  void* kernel_ = nullptr;  // GemmMicroKernel<float or double>*
+};
+
+// Runs desc with the host engine for its dtype.
+void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr);
+
+}  // namespace tgc::codegen

@@ -1,0 +1,141 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include <sched.h>
+
+namespace tgc {
+
+namespace {
+
+// Set on pool workers, and on a caller while it runs its own chunk: a nested parallel
+// region then runs inline instead of waiting for threads that are busy with this one.
+thread_local bool tInsideParallel = false;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a waiting thread polls before it sleeps on the futex. Kernels are launched
+// back to back, so most waits end within this window and never pay a wake-up syscall.
+// After a short busy spin it yields the core on each poll: when there are more runnable
+// threads than cores, the thread being waited for may need this core to finish.
+constexpr int kSpinIterations = 200;
+constexpr int kYieldIterations = 200;
+
+template <class T, class Pred>
+void spinThenWait(const std::atomic<T>& a, Pred done) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (done(a.load(std::memory_order_acquire))) return;
+    cpuRelax();
+  }
+  for (int i = 0; i < kYieldIterations; ++i) {
+    if (done(a.load(std::memory_order_acquire))) return;
+    sched_yield();
+  }
+  for (T v = a.load(std::memory_order_acquire); !done(v); v = a.load(std::memory_order_acquire))
+    a.wait(v, std::memory_order_acquire);
+}
+
+}  // namespace
+
+int ThreadPool::defaultNumThreads() {
+  if (const char* env = std::getenv("TGC_NUM_THREADS")) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v > 0 && v <= 4096) return static_cast<int>(v);
+  }
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool(defaultNumThreads());
+  return pool;
+}
+
+ThreadPool::ThreadPool(int numThreads) {
+  int n = std::max(1, numThreads);
+  workers_.reserve(n - 1);
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::runChunk(int index) {
+  try {
+    (*job_)(index);
+  } catch (...) {
+    std::lock_guard lock(errorMutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+void ThreadPool::workerLoop(int index) {
+  tInsideParallel = true;
+  uint64_t seen = 0;
+  for (;;) {
+    spinThenWait(generation_, [seen](uint64_t g) { return g != seen; });
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    if (index < jobTasks_) runChunk(index);
+    // Every worker acknowledges every job, so none can read the next job's fields
+    // while it still handles this one.
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::runOnThreads(int tasks, const std::function<void(int)>& fn) {
+  tasks = std::min(tasks, numThreads());
+  if (tasks <= 1 || tInsideParallel) {
+    for (int t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  std::lock_guard submit(submitMutex_);
+  job_ = &fn;
+  jobTasks_ = tasks;
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+
+  tInsideParallel = true;
+  runChunk(0);
+  tInsideParallel = false;
+  spinThenWait(pending_, [](int p) { return p == 0; });
+
+  job_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void ThreadPool::parallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  int64_t chunks = std::min<int64_t>(numThreads(), (n + grain - 1) / grain);
+  if (chunks <= 1 || tInsideParallel) {
+    fn(0, n);
+    return;
+  }
+  runOnThreads(static_cast<int>(chunks), [&](int t) {
+    int64_t begin = n / chunks * t + std::min<int64_t>(t, n % chunks);
+    int64_t end = begin + n / chunks + (t < n % chunks ? 1 : 0);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+}  // namespace tgc

@@ -1,0 +1,66 @@
+// A fixed pool of worker threads for the data-parallel loops of compiled kernels.
+//
+// parallelFor(n, fn) splits [0, n) into one contiguous chunk per thread, runs fn(begin, end)
+// on each (the calling thread takes the first chunk) and returns when all are done. Threads
+// are created once; between calls they spin briefly, then sleep on a futex (std::atomic
+// wait), so a burst of back-to-back calls costs a few microseconds each, and an idle pool
+// costs nothing. A call made from inside a running parallelFor (nested parallelism) runs
+// serially on the calling thread; calls from several outside threads are serialized.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tgc {
+
+class ThreadPool {
+ public:
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  // numThreads counts the calling thread: a pool of 1 runs everything inline.
+  explicit ThreadPool(int numThreads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // The process-wide pool: TGC_NUM_THREADS threads if set (a positive integer), else the
+  // hardware concurrency.
+  static ThreadPool& global();
+  // The thread count TGC_NUM_THREADS asks for, or the hardware concurrency.
+  static int defaultNumThreads();
+
+  int numThreads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn over [0, n) split into at most numThreads() chunks of at least `grain` items.
+  // Blocks until every chunk is done; an exception thrown by fn is rethrown here (the
+  // first one, after all chunks have finished).
+  void parallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1);
+
+  // Runs fn(t) for t = 0..tasks-1 (tasks is capped at numThreads()), one task per thread,
+  // for work that splits itself. Tasks must not wait for each other: a nested call runs
+  // them one after another.
+  void runOnThreads(int tasks, const std::function<void(int)>& fn);
+
+ private:
+  void workerLoop(int index);
+  void runChunk(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex submitMutex_;  // one parallel region at a time
+
+  // The current job, published by bumping generation_.
+  const std::function<void(int)>* job_ = nullptr;
+  int jobTasks_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};  // chunks of the current job not yet finished
+  std::atomic<bool> stop_{false};
+  std::mutex errorMutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace tgc

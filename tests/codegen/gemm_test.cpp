@@ -1,0 +1,352 @@
+// GEMM against a naive double-precision triple loop, over shapes, transposes, leading
+// dimensions, alpha/beta, batches with broadcast, thread counts and kernel configurations.
+#include "codegen/gemm.h"
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/jit.h"
+#include "runtime/thread_pool.h"
+
+namespace tgc::codegen {
+
+// Names the kernel configuration in test failures instead of dumping its bytes.
+void PrintTo(const GemmKernelConfig& c, std::ostream* os) { *os << c.name() << " kc=" << c.kc; }
+
+namespace {
+
+template <class T>
+std::vector<T> randomVector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+size_t storedA(const GemmDesc& d) { return static_cast<size_t>((d.transA ? d.k : d.m) * d.lda); }
+size_t storedB(const GemmDesc& d) { return static_cast<size_t>((d.transB ? d.n : d.k) * d.ldb); }
+size_t storedC(const GemmDesc& d) { return static_cast<size_t>(d.m * d.ldc); }
+
+// Largest offset + 1 touched by a batched operand.
+size_t extent(const GemmDesc& d, const std::vector<int64_t>& strides, size_t matrix) {
+  size_t e = matrix;
+  for (size_t i = 0; i < d.batch.size(); ++i)
+    if (d.batch[i] > 0) e += static_cast<size_t>(strides[i] * (d.batch[i] - 1));
+  return e;
+}
+
+// Runs desc on random operands and checks every element of C (and that the padding of C
+// past column n is untouched) against a double-precision reference, with the error
+// bound of a k-term dot product: (k + 4) eps (|alpha| sum |a||b| + |beta c|).
+template <class T>
+void checkGemm(const GemmEngine& engine, const GemmDesc& d, ThreadPool& pool, uint32_t seed = 1) {
+  SCOPED_TRACE(::testing::Message() << "m=" << d.m << " n=" << d.n << " k=" << d.k << " tA=" << d.transA
+                                    << " tB=" << d.transB << " lda=" << d.lda << " ldb=" << d.ldb
+                                    << " ldc=" << d.ldc << " alpha=" << d.alpha << " beta=" << d.beta
+                                    << " batch=" << d.batchCount() << " threads=" << pool.numThreads()
+                                    << " config=" << engine.config().name());
+  auto a = randomVector<T>(extent(d, d.strideA, storedA(d)), seed);
+  auto b = randomVector<T>(extent(d, d.strideB, storedB(d)), seed + 1);
+  auto c = randomVector<T>(extent(d, d.strideC, storedC(d)), seed + 2);
+  if (d.beta == 0.0)  // C must not be read: poison it
+    for (auto& x : c) x = std::numeric_limits<T>::quiet_NaN();
+  const auto c0 = c;
+  engine.run(d, a.data(), b.data(), c.data(), &pool);
+
+  const double eps = std::numeric_limits<T>::epsilon();
+  std::vector<size_t> touched(c.size(), 0);
+  for (int64_t item = 0; item < d.batchCount(); ++item) {
+    size_t oa = 0, ob = 0, oc = 0;
+    int64_t rest = item;
+    for (size_t dim = d.batch.size(); dim-- > 0;) {
+      int64_t i = rest % d.batch[dim];
+      rest /= d.batch[dim];
+      oa += i * d.strideA[dim];
+      ob += i * d.strideB[dim];
+      oc += i * d.strideC[dim];
+    }
+    // op(B) as a dense k x n double matrix; rows of the reference accumulate over p
+    // with unit stride in j (the loop vectorizes, so 1024x2048x512 takes a moment).
+    std::vector<double> bm(static_cast<size_t>(d.k * d.n));
+    for (int64_t p = 0; p < d.k; ++p)
+      for (int64_t j = 0; j < d.n; ++j) bm[p * d.n + j] = b[ob + (d.transB ? j * d.ldb + p : p * d.ldb + j)];
+    std::vector<double> sum(d.n), absSum(d.n);
+    for (int64_t i = 0; i < d.m; ++i) {
+      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(absSum.begin(), absSum.end(), 0.0);
+      for (int64_t p = 0; p < d.k; ++p) {
+        const double av = a[oa + (d.transA ? p * d.lda + i : i * d.lda + p)];
+        const double* brow = bm.data() + p * d.n;
+        for (int64_t j = 0; j < d.n; ++j) {
+          sum[j] += av * brow[j];
+          absSum[j] += std::abs(av * brow[j]);
+        }
+      }
+      for (int64_t j = 0; j < d.n; ++j) {
+        const size_t ci = oc + i * d.ldc + j;
+        double old = d.beta == 0.0 ? 0.0 : static_cast<double>(c0[ci]);
+        double want = d.alpha * sum[j] + d.beta * old;
+        double tol = (d.k + 4) * eps * (std::abs(d.alpha) * absSum[j] + std::abs(d.beta * old)) + 1e-300;
+        ASSERT_NEAR(static_cast<double>(c[ci]), want, tol) << "item " << item << " at (" << i << ", " << j << ")";
+        touched[ci] = 1;
+      }
+    }
+  }
+  for (size_t i = 0; i < c.size(); ++i)
+    if (!touched[i]) {
+      const bool same = std::isnan(c0[i]) ? std::isnan(c[i]) : c[i] == c0[i];
+      ASSERT_TRUE(same) << "element " << i << " outside the products was written";
+    }
+}
+
+JitOptions uncached() {
+  JitOptions o;
+  o.useCache = false;
+  return o;
+}
+
+// One JIT and engine per configuration, shared by the tests of a suite.
+struct EngineSet {
+  Jit jit{uncached()};
+  std::unique_ptr<GemmEngine> engine;
+  explicit EngineSet(const GemmKernelConfig& cfg) : engine(std::make_unique<GemmEngine>(jit, cfg)) {}
+};
+
+const GemmEngine& hostEngine(DType t) { return GemmEngine::host(t); }
+
+struct Shape3 {
+  int64_t m, n, k;
+};
+
+const std::vector<Shape3> kSweep = {
+    {1, 1, 1},     {1, 1, 7},     {1, 17, 1},    {5, 1, 3},     {2, 3, 4},     {6, 16, 8},
+    {7, 17, 9},    {5, 15, 31},   {13, 31, 97},  {12, 32, 256}, {11, 33, 257}, {37, 41, 43},
+    {97, 101, 67}, {64, 64, 64},  {150, 70, 300}, {1, 300, 129}, {300, 2, 129}, {128, 128, 64},
+    {255, 129, 513}};
+
+TEST(Gemm, SweepAllTransposesF32) {
+  ThreadPool pool(2);
+  for (auto s : kSweep)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, s.m, s.n, s.k, ta, tb), pool);
+}
+
+TEST(Gemm, SweepAllTransposesF64) {
+  ThreadPool pool(2);
+  for (auto s : kSweep)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        checkGemm<double>(hostEngine(DType::f64), GemmDesc::contiguous(DType::f64, s.m, s.n, s.k, ta, tb), pool);
+}
+
+TEST(Gemm, LargeF32) {
+  ThreadPool pool(2);
+  checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, 1024, 2048, 512), pool);
+  checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, 509, 1031, 611, true, true), pool);
+}
+
+TEST(Gemm, ThreadCounts) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (auto s : std::vector<Shape3>{{3, 200, 50}, {200, 3, 50}, {61, 67, 71}, {300, 40, 20}})
+      checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, s.m, s.n, s.k), pool);
+  }
+}
+
+TEST(Gemm, LeadingDimensionsAndAlphaBeta) {
+  ThreadPool pool(2);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      GemmDesc d = GemmDesc::contiguous(DType::f32, 23, 19, 29, ta, tb);
+      d.lda += 5;
+      d.ldb += 3;
+      d.ldc += 7;
+      for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {1, 1}, {2, 0.5}, {-0.5, 0}, {0, 2}}) {
+        d.alpha = alpha;
+        d.beta = beta;
+        checkGemm<float>(hostEngine(DType::f32), d, pool);
+      }
+    }
+}
+
+TEST(Gemm, KZeroScalesC) {
+  ThreadPool pool(1);
+  GemmDesc d = GemmDesc::contiguous(DType::f64, 4, 5, 0);
+  d.beta = 3;
+  checkGemm<double>(hostEngine(DType::f64), d, pool);
+  d.beta = 0;
+  checkGemm<double>(hostEngine(DType::f64), d, pool);
+}
+
+TEST(Gemm, EmptyShapesDoNothing) {
+  ThreadPool pool(2);
+  std::vector<float> c(4, 7.0f);
+  gemm(GemmDesc::contiguous(DType::f32, 0, 4, 3), nullptr, nullptr, c.data(), &pool);
+  gemm(GemmDesc::contiguous(DType::f32, 4, 0, 3), nullptr, nullptr, c.data(), &pool);
+  GemmDesc d = GemmDesc::contiguous(DType::f32, 2, 2, 2);
+  d.addBatch(0);
+  gemm(d, nullptr, nullptr, c.data(), &pool);
+  for (float x : c) EXPECT_EQ(x, 7.0f);
+}
+
+TEST(Gemm, BatchesWithBroadcast) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        for (auto [ba, bb] : std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {false, true}}) {
+          GemmDesc d = GemmDesc::contiguous(DType::f32, 13, 21, 17, ta, tb);
+          d.addBatch(3, ba, bb);
+          checkGemm<float>(hostEngine(DType::f32), d, pool);
+        }
+        // Two batch dimensions: [2, 5] with A shared along the inner one, B along the outer.
+        GemmDesc d = GemmDesc::contiguous(DType::f32, 9, 10, 11, ta, tb);
+        d.addBatch(5, /*broadcastA=*/true, false).addBatch(2, false, /*broadcastB=*/true);
+        ASSERT_EQ(d.strideA[1], 0);
+        ASSERT_EQ(d.strideB[0], 0);
+        checkGemm<float>(hostEngine(DType::f32), d, pool);
+      }
+    // Many small products (attention heads) split across threads.
+    GemmDesc heads = GemmDesc::contiguous(DType::f32, 32, 32, 16, false, true);
+    heads.addBatch(16);
+    checkGemm<float>(hostEngine(DType::f32), heads, pool);
+    GemmDesc odd = GemmDesc::contiguous(DType::f64, 7, 5, 3);
+    odd.addBatch(3);  // fewer items than 4x the threads and not a multiple: split inside
+    checkGemm<double>(hostEngine(DType::f64), odd, pool);
+  }
+}
+
+TEST(Gemm, InvalidDescriptionsAreRejected) {
+  std::vector<float> buf(64);
+  auto expectInvalid = [&](GemmDesc d, const std::string& what) {
+    try {
+      gemm(d, buf.data(), buf.data(), buf.data());
+      FAIL() << "expected invalid_argument for " << what;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  GemmDesc d = GemmDesc::contiguous(DType::f32, 4, 4, 4);
+  d.lda = 3;
+  expectInvalid(d, "lda=3");
+  d = GemmDesc::contiguous(DType::f32, 4, 4, 4, false, true);
+  d.ldb = 2;
+  expectInvalid(d, "ldb=2");
+  d = GemmDesc::contiguous(DType::i32, 4, 4, 4);
+  expectInvalid(d, "dtype i32");
+  d = GemmDesc::contiguous(DType::f32, 2, 2, 2);
+  d.batch = {2};
+  d.strideA = {4};
+  d.strideB = {4};
+  d.strideC = {0};
+  expectInvalid(d, "C cannot broadcast");
+  d.strideC = {};
+  expectInvalid(d, "strides");
+  EXPECT_THROW(GemmEngine::host(DType::f64).run(GemmDesc::contiguous(DType::f32, 1, 1, 1), buf.data(),
+                                                buf.data(), buf.data()),
+               std::invalid_argument);
+}
+
+// Kernel configurations other than the host's run here too (LLVM splits or narrows the
+// vectors), so the generator is checked for every register tile it makes, and tiny cache
+// blocks make every blocking loop take many trips.
+class GemmConfigs : public ::testing::TestWithParam<GemmKernelConfig> {};
+
+TEST_P(GemmConfigs, MatchesReference) {
+  const GemmKernelConfig& cfg = GetParam();
+  EngineSet set(cfg);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (auto s : std::vector<Shape3>{{1, 1, 1}, {cfg.mr, cfg.nr, 5}, {cfg.mr + 1, cfg.nr - 1, 9},
+                                      {45, 77, 39}, {100, 35, 70}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          GemmDesc d = GemmDesc::contiguous(cfg.dtype, s.m, s.n, s.k, ta, tb);
+          d.beta = (s.m % 2) ? 0.0 : 1.5;
+          if (cfg.dtype == DType::f32)
+            checkGemm<float>(*set.engine, d, pool);
+          else
+            checkGemm<double>(*set.engine, d, pool);
+        }
+  }
+}
+
+GemmKernelConfig makeConfig(DType t, int lanes, int mr, int nr, int unroll, bool fma, int64_t kc,
+                            int64_t mcSlivers, int64_t ncSlivers) {
+  GemmKernelConfig c;
+  c.dtype = t;
+  c.lanes = lanes;
+  c.mr = mr;
+  c.nr = nr;
+  c.kUnroll = unroll;
+  c.fma = fma;
+  c.kc = kc;
+  c.mc = mr * mcSlivers;
+  c.nc = nr * ncSlivers;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiles, GemmConfigs,
+    ::testing::Values(makeConfig(DType::f32, 8, 6, 16, 4, true, 256, 24, 255),      // AVX2
+                      makeConfig(DType::f32, 16, 12, 32, 4, true, 256, 12, 128),    // AVX-512
+                      makeConfig(DType::f64, 8, 12, 16, 4, true, 128, 8, 64),       // AVX-512 f64
+                      makeConfig(DType::f32, 4, 6, 8, 2, false, 64, 4, 8),          // SSE
+                      makeConfig(DType::f64, 2, 3, 4, 3, true, 7, 2, 3),            // tiny blocks
+                      makeConfig(DType::f32, 8, 6, 16, 4, true, 9, 1, 2),           // tiny blocks
+                      makeConfig(DType::f32, 8, 1, 8, 1, true, 16, 3, 1)),          // 1-row tile
+    [](const auto& p) { return p.param.name() + "_kc" + std::to_string(p.param.kc); });
+
+// The micro-kernel compiles to FMAs on full vector registers of the host.
+TEST(GemmKernel, AssemblyUsesHostVectorFmas) {
+  Jit jit(uncached());
+  auto cfg = GemmKernelConfig::forTarget(jit.target(), DType::f32);
+  llvm::LLVMContext ctx;
+  llvm::Module m("k", ctx);
+  emitGemmMicroKernel(m, cfg, "ukernel");
+  jit.optimize(m);
+  std::string text = jit.assembly(m);
+  if (jit.target().vectorBits() == 512) {
+    EXPECT_NE(text.find("zmm"), std::string::npos);
+  } else if (jit.target().vectorBits() == 256) {
+    EXPECT_NE(text.find("ymm"), std::string::npos);
+  }
+  if (cfg.fma) {
+    EXPECT_NE(text.find("vfmadd"), std::string::npos) << text;
+  }
+}
+
+// The AVX-512 kernel, compiled for an AVX-512 CPU (not run: the host may lack it), keeps
+// its 24 accumulators in zmm registers with no spills in the inner loop.
+TEST(GemmKernel, Avx512KernelCompilesForSkylakeX) {
+  JitOptions o = uncached();
+  o.target.cpu = "skylake-avx512";
+  o.target.features = "+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx2,+avx,+fma,+sse4.2";
+  Jit jit(o);
+  auto cfg = GemmKernelConfig::forTarget(jit.target(), DType::f32);
+  EXPECT_EQ(cfg.lanes, 16);
+  EXPECT_EQ(cfg.mr, 12);
+  EXPECT_EQ(cfg.nr, 32);
+  llvm::LLVMContext ctx;
+  llvm::Module m("k", ctx);
+  emitGemmMicroKernel(m, cfg, "ukernel");
+  jit.optimize(m);
+  std::string text = jit.assembly(m);
+  EXPECT_NE(text.find("vfmadd231ps\t(%"), std::string::npos) << "broadcast folded into the FMA";
+  EXPECT_NE(text.find("zmm"), std::string::npos);
+  EXPECT_EQ(text.find("Spill"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace tgc::codegen

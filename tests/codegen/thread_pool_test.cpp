@@ -1,0 +1,132 @@
+#include "runtime/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace tgc {
+namespace {
+
+// Every index of [0, n) is visited exactly once, for several pool sizes and lengths.
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.numThreads(), threads);
+    for (int64_t n : {0, 1, 2, 3, 7, 64, 1000, 4097}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.parallelFor(n, [&](int64_t b, int64_t e) {
+        ASSERT_LE(0, b);
+        ASSERT_LT(b, e);
+        ASSERT_LE(e, n);
+        for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads=" << threads << " n=" << n << " i=" << i;
+    }
+  }
+}
+
+// The chunks are balanced (sizes differ by at most one) and run on distinct threads.
+TEST(ThreadPool, ChunksAreBalancedAndOnDistinctThreads) {
+  ThreadPool pool(4);
+  std::mutex mu;
+  std::vector<int64_t> sizes;
+  std::set<std::thread::id> ids;
+  pool.parallelFor(1003, [&](int64_t b, int64_t e) {
+    std::lock_guard lock(mu);
+    sizes.push_back(e - b);
+    ids.insert(std::this_thread::get_id());
+  });
+  ASSERT_EQ(sizes.size(), 4u);
+  for (int64_t s : sizes) EXPECT_TRUE(s == 250 || s == 251) << s;
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_TRUE(ids.count(std::this_thread::get_id())) << "the caller runs a chunk too";
+}
+
+TEST(ThreadPool, GrainLimitsTheNumberOfChunks) {
+  ThreadPool pool(4);
+  std::atomic<int> chunks{0};
+  pool.parallelFor(10, [&](int64_t, int64_t) { chunks++; }, /*grain=*/10);
+  EXPECT_EQ(chunks.load(), 1);
+  chunks = 0;
+  pool.parallelFor(10, [&](int64_t, int64_t) { chunks++; }, /*grain=*/5);
+  EXPECT_EQ(chunks.load(), 2);
+}
+
+TEST(ThreadPool, ManyBackToBackCalls) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> sum{0};
+  for (int rep = 0; rep < 5000; ++rep)
+    pool.parallelFor(6, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+  EXPECT_EQ(sum.load(), 5000 * 15);
+}
+
+TEST(ThreadPool, NestedCallsRunInline) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> count{0};
+  pool.parallelFor(4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      pool.parallelFor(5, [&](int64_t b2, int64_t e2) { count += e2 - b2; });
+  });
+  EXPECT_EQ(count.load(), 20);
+}
+
+TEST(ThreadPool, ExceptionsPropagateAndThePoolSurvives) {
+  ThreadPool pool(3);
+  EXPECT_THROW(pool.parallelFor(30,
+                                [&](int64_t b, int64_t) {
+                                  if (b > 0) throw std::runtime_error("chunk failed");
+                                }),
+               std::runtime_error);
+  std::atomic<int> n{0};
+  pool.parallelFor(30, [&](int64_t b, int64_t e) { n += static_cast<int>(e - b); });
+  EXPECT_EQ(n.load(), 30);
+}
+
+TEST(ThreadPool, CallsFromSeveralThreadsAreSerialized) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t)
+    callers.emplace_back([&] {
+      for (int rep = 0; rep < 500; ++rep)
+        pool.parallelFor(100, [&](int64_t b, int64_t e) { total += e - b; });
+    });
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(total.load(), 3 * 500 * 100);
+}
+
+TEST(ThreadPool, RunOnThreadsGivesEachTaskItsIndex) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> seen(3);
+  pool.runOnThreads(3, [&](int t) { seen[t]++; });
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+  std::atomic<int> capped{0};
+  pool.runOnThreads(10, [&](int) { capped++; });
+  EXPECT_EQ(capped.load(), 3) << "tasks are capped at the thread count";
+}
+
+TEST(ThreadPool, DefaultThreadCountFollowsTheEnvironment) {
+  const char* old = std::getenv("TGC_NUM_THREADS");
+  std::string saved = old ? old : "";
+  setenv("TGC_NUM_THREADS", "3", 1);
+  EXPECT_EQ(ThreadPool::defaultNumThreads(), 3);
+  setenv("TGC_NUM_THREADS", "junk", 1);
+  EXPECT_GE(ThreadPool::defaultNumThreads(), 1);
+  setenv("TGC_NUM_THREADS", "0", 1);
+  EXPECT_GE(ThreadPool::defaultNumThreads(), 1);
+  if (old)
+    setenv("TGC_NUM_THREADS", saved.c_str(), 1);
+  else
+    unsetenv("TGC_NUM_THREADS");
+}
+
+}  // namespace
+}  // namespace tgc
