@@ -34,9 +34,7 @@ constexpr const char* kFooter = R"(
 Pipelines:
   A comma-separated list of pass names, run in order. fixpoint(a,b,...) runs its group
   again and again until one whole round changes nothing (an error after 32 rounds).
-  Groups nest. Examples:
-    --passes=canonicalize,cse,dce
-    --passes='constant-fold,fixpoint(canonicalize,cse,dce)'
+  Groups nest; quote a pipeline with parentheses for the shell.
 
 Instrumentation (IR is printed to stderr, each dump under a header such as
 "// ----- IR after cse (changed) -----"):
@@ -50,6 +48,12 @@ Instrumentation (IR is printed to stderr, each dump under a header such as
 
 The graph is verified before the pipeline and after every pass that changed it; a failure
 reads "verification failed after <pass>: <problem>". Use --list-passes for the passes.
+
+Examples:
+  tgc opt model.tir --passes=canonicalize,cse,dce
+  tgc opt model.tir --passes='constant-fold,fixpoint(canonicalize,cse,dce)' --print-changed
+  tgc opt model.tir --passes=cse,dce --dump-dir=dumps --time-passes -o out.tir
+  tgc opt - --passes=dce --emit=dot < model.tir > model.dot
 
 Exit status: 0 on success; 1 with a message on stderr for unreadable input, a bad
 pipeline, a failing pass or an output that cannot be written.
