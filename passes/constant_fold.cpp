@@ -13,7 +13,6 @@
 // instead of load. philox_uniform is left alone for the same reason. A node the
 // interpreter rejects (integer division by zero, gather out of range) is left for run
 // time, which reports it with the inputs in hand.
-#include <cmath>
 #include <cstring>
 
 #include "ir/interpreter.h"
@@ -76,9 +75,10 @@ std::optional<std::vector<double>> foldSplat(const Node& n, const Interpreter& i
 // nullopt when the tensor is too large to store or an i64 would not survive a double.
 std::optional<std::vector<double>> constantValues(const Tensor& t, int64_t limit) {
   std::vector<double> vals = t.toDoubles();
+  constexpr int64_t kExact = int64_t{1} << 53;  // every integer up to here is a double
   if (t.dtype() == DType::i64)
     for (int64_t i = 0; i < t.numel(); ++i)
-      if (std::abs(t.getI(i)) > (int64_t{1} << 53)) return std::nullopt;
+      if (t.getI(i) > kExact || t.getI(i) < -kExact) return std::nullopt;
   bool splat = !vals.empty();
   for (double v : vals) splat = splat && std::memcmp(&v, &vals[0], sizeof(double)) == 0;
   if (splat) return std::vector<double>{vals[0]};
