@@ -1,0 +1,93 @@
+#include "runtime/gradcheck.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "ir/interpreter.h"
+#include "passes/autodiff.h"
+
+namespace tgc {
+
+Tensor toF64(const Tensor& t) {
+  if (!isFloat(t.dtype()) || t.dtype() == DType::f64) return t;
+  Tensor r(TensorType{DType::f64, t.shape()});
+  for (int64_t i = 0; i < t.numel(); ++i) r.setF(i, t.getF(i));
+  return r;
+}
+
+std::vector<GradCheckResult> gradCheck(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                       const std::vector<std::string>& wrt,
+                                       const GradCheckOptions& opts) {
+  if (g.outputs().empty()) throw IRError("gradcheck: the graph has no outputs (loss first)");
+  std::map<std::string, Tensor> in64;
+  for (const auto& [k, v] : inputs) in64.emplace(k, toF64(v));
+
+  // Analytic: the same graph with its gradients appended, run once in float64.
+  auto withGrads = g.clone();
+  std::vector<Value*> targets;
+  for (const auto& name : wrt) {
+    Value* v = withGrads->findValue(name);
+    if (!v) throw IRError(fmt::format("gradcheck: no value named %{}", name));
+    targets.push_back(v);
+  }
+  Value* loss = withGrads->outputs()[0];
+  std::vector<Value*> grads = appendGradients(*withGrads, loss, targets);
+  std::vector<Value*> outs{loss};
+  outs.insert(outs.end(), grads.begin(), grads.end());
+  withGrads->setOutputs(outs);
+  withGrads->removeDeadNodes();
+
+  Interpreter interp(InterpreterOptions{.promote_to_f64 = true});
+  std::vector<Tensor> analytic = interp.run(*withGrads, in64);
+
+  // Numeric: perturb sampled entries of each input and re-run the forward graph.
+  auto forward = g.clone();
+  forward->setOutputs({forward->outputs()[0]});
+  forward->removeDeadNodes();
+  auto lossAt = [&](const std::map<std::string, Tensor>& in) {
+    return interp.run(*forward, in)[0].getF(0);
+  };
+  std::mt19937_64 rng(opts.seed);
+  std::vector<GradCheckResult> results;
+  for (size_t w = 0; w < wrt.size(); ++w) {
+    auto it = in64.find(wrt[w]);
+    if (it == in64.end())
+      throw IRError(fmt::format("gradcheck: %{} must be a graph input given a value", wrt[w]));
+    const Tensor& grad = analytic[w + 1];
+    int64_t n = it->second.numel();
+    std::vector<int64_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::shuffle(idx.begin(), idx.end(), rng);
+    idx.resize(std::min<int64_t>(n, opts.samples_per_tensor));
+    GradCheckResult r{wrt[w]};
+    for (int64_t i : idx) {
+      auto perturbed = in64;
+      Tensor& t = perturbed.at(wrt[w]);
+      double x0 = t.getF(i);
+      t.setF(i, x0 + opts.step);
+      double up = lossAt(perturbed);
+      t.setF(i, x0 - opts.step);
+      double down = lossAt(perturbed);
+      double numeric = (up - down) / (2 * opts.step);
+      double a = grad.getF(i);
+      double abs = std::fabs(a - numeric);
+      double rel = abs / std::max({std::fabs(a), std::fabs(numeric), opts.abs_floor});
+      if (std::isnan(rel)) rel = INFINITY;
+      ++r.checked;
+      r.max_abs_error = std::max(r.max_abs_error, abs);
+      if (rel >= r.max_rel_error) {
+        r.max_rel_error = rel;
+        r.worst_analytic = a;
+        r.worst_numeric = numeric;
+      }
+    }
+    results.push_back(r);
+  }
+  return results;
+}
+
+}  // namespace tgc

@@ -1,0 +1,42 @@
+// Gradient checking: the generated backward graph against central finite differences,
+// both evaluated by the reference interpreter in float64.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace tgc {
+
+struct GradCheckOptions {
+  int samples_per_tensor = 6;  // entries perturbed per tensor (all if the tensor is smaller)
+  double step = 1e-6;          // central difference step h: (f(x+h) - f(x-h)) / 2h
+  uint64_t seed = 1;           // picks the sampled entries
+  // Relative errors divide by max(|analytic|, |numeric|, abs_floor): below the floor a
+  // difference is judged on an absolute scale, since round-off in f(x+h) - f(x-h) is about
+  // 1e-16 * |f| / h there, not a wrong gradient.
+  double abs_floor = 1e-6;
+};
+
+struct GradCheckResult {
+  std::string name;        // the value differentiated
+  int checked = 0;         // entries compared
+  double max_abs_error = 0;
+  double max_rel_error = 0;  // |analytic - numeric| / max(|analytic|, |numeric|, abs_floor)
+  double worst_analytic = 0, worst_numeric = 0;  // at the worst entry
+};
+
+// `g`'s outputs[0] is the scalar loss. For each value named in `wrt` (float inputs of g),
+// compares d loss / d value from appendGradients with central differences.
+std::vector<GradCheckResult> gradCheck(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                       const std::vector<std::string>& wrt,
+                                       const GradCheckOptions& opts = {});
+
+// Copies a float tensor into float64 (other dtypes are returned unchanged).
+Tensor toF64(const Tensor& t);
+
+}  // namespace tgc
