@@ -11,6 +11,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "codegen/gemm_pack.h"
 #include "codegen/jit.h"
 #include "runtime/thread_pool.h"
 
@@ -114,62 +115,6 @@ thread_local Scratch tPackB;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Packs rows [i0, i0 + rows) x columns [p0, p0 + kc) of op(A) into slivers of MR rows:
-// dst[s*kc*MR + k*MR + i] = op(A)(i0 + s*MR + i, p0 + k), zero past the last row.
-template <class T>
-void packA(const T* a, int64_t lda, bool trans, int64_t i0, int64_t rows, int64_t p0,
-           int64_t kc, int mrFull, T* dst) {
-  const int64_t MR = mrFull;
-  for (int64_t s = 0; s * MR < rows; ++s) {
-    const int64_t r0 = i0 + s * MR;
-    const int64_t mr = std::min(MR, i0 + rows - r0);
-    T* d = dst + s * kc * MR;
-    if (!trans) {
-      for (int64_t i = 0; i < mr; ++i) {
-        const T* src = a + (r0 + i) * lda + p0;
-        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = src[k];
-      }
-    } else {
-      for (int64_t k = 0; k < kc; ++k) {
-        const T* src = a + (p0 + k) * lda + r0;
-        for (int64_t i = 0; i < mr; ++i) d[k * MR + i] = src[i];
-      }
-    }
-    if (mr < MR)
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t i = mr; i < MR; ++i) d[k * MR + i] = T(0);
-  }
-}
-
-// Packs slivers [s0, s1) of NR columns of op(B) rows [p0, p0 + kc), columns from j0
-// (cols in all): dst[s*kc*NR + k*NR + j] = op(B)(p0 + k, j0 + s*NR + j), zero past the end.
-template <class T>
-void packB(const T* b, int64_t ldb, bool trans, int64_t j0, int64_t cols, int64_t p0,
-           int64_t kc, int nrFull, int64_t s0, int64_t s1, T* dst) {
-  const int64_t NR = nrFull;
-  for (int64_t s = s0; s < s1; ++s) {
-    const int64_t c0 = j0 + s * NR;
-    const int64_t nr = std::min(NR, j0 + cols - c0);
-    T* d = dst + s * kc * NR;
-    if (!trans) {
-      for (int64_t k = 0; k < kc; ++k) {
-        const T* src = b + (p0 + k) * ldb + c0;
-        T* row = d + k * NR;
-        for (int64_t j = 0; j < nr; ++j) row[j] = src[j];
-        for (int64_t j = nr; j < NR; ++j) row[j] = T(0);
-      }
-    } else {
-      for (int64_t j = 0; j < nr; ++j) {
-        const T* src = b + (c0 + j) * ldb + p0;
-        for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = src[k];
-      }
-      if (nr < NR)
-        for (int64_t k = 0; k < kc; ++k)
-          for (int64_t j = nr; j < NR; ++j) d[k * NR + j] = T(0);
-    }
-  }
-}
-
 // C = beta * C for an m x n matrix (alpha == 0 or k == 0); beta == 0 writes zeros
 // without reading C, as BLAS does.
 template <class T>
@@ -205,7 +150,7 @@ void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDe
 
       T* bp = tPackB.get<T>(nSlivers * kcur * NR);
       auto packPanel = [&](int64_t s0, int64_t s1) {
-        packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp);
+        pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp);
       };
       if (threads > 1 && nSlivers * kcur * NR >= 32768)
         pool->parallelFor(nSlivers, packPanel);
@@ -219,7 +164,7 @@ void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDe
           const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
           const int64_t aSlivers = ceilDiv(mcur, MR);
           T* ap = tPackA.get<T>(aSlivers * MR * kcur);
-          packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
+          pack::packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
           for (int64_t js = js0; js < js1; ++js) {
             const int64_t nr = std::min(NR, ncur - js * NR);
             const T* bs = bp + js * kcur * NR;

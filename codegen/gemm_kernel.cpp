@@ -48,13 +48,14 @@ void GemmKernelConfig::validate() const {
   if (mr < 1 || mr > 64) bad("mr must be in 1..64");
   if (nr < 1 || nr % lanes != 0) bad("nr must be a positive multiple of lanes");
   if (kUnroll < 1 || kUnroll > 16) bad("kUnroll must be in 1..16");
+  if (prefetchA < 0 || prefetchA > 65536) bad("prefetchA must be in 0..65536");
   if (kc < 1 || mc < mr || mc % mr != 0 || nc < nr || nc % nr != 0)
     bad("need kc >= 1, mc a multiple of mr, nc a multiple of nr");
 }
 
 std::string GemmKernelConfig::name() const {
-  return fmt::format("{}_{}x{}_v{}_u{}{}", dtypeName(dtype), mr, nr, lanes, kUnroll,
-                     fma ? "" : "_nofma");
+  return fmt::format("{}_{}x{}_v{}_u{}{}{}", dtypeName(dtype), mr, nr, lanes, kUnroll,
+                     fma ? "" : "_nofma", prefetchA > 0 ? fmt::format("_pa{}", prefetchA) : "");
 }
 
 namespace {
@@ -247,6 +248,10 @@ llvm::Function* MicroKernelEmitter::emit(std::string_view name) {
   Accs accPhi(nacc);
   for (int a = 0; a < nacc; ++a) accPhi[a] = b_.CreatePHI(vecTy_, 2, "acc");
   Accs acc(accPhi.begin(), accPhi.end());
+  if (cfg_.prefetchA > 0)
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptrTy_},
+                       {b_.CreateConstGEP1_64(b_.getInt8Ty(), apPhi, cfg_.prefetchA), b_.getInt32(0),
+                        b_.getInt32(3), b_.getInt32(1)});
   for (int s = 0; s < u; ++s) emitStep(acc, apPhi, bpPhi, s);
   auto* kNext = b_.CreateAdd(kPhi, c64(u));
   auto* apNext = b_.CreateConstInBoundsGEP1_64(elemTy_, apPhi, int64_t{u} * cfg_.mr);

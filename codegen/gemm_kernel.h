@@ -33,6 +33,9 @@ struct GemmKernelConfig {
   int mr = 6, nr = 16;       // register tile; nr is a multiple of lanes
   int kUnroll = 4;           // k steps per trip of the inner loop
   bool fma = true;           // llvm.fma (the target has FMA units) or llvm.fmuladd
+  // Software prefetch of the A sliver this many bytes ahead of the loads, once per trip
+  // of the inner loop (0: none). A streams from L2; the hardware prefetcher alone lags.
+  int prefetchA = 0;
   // Cache blocking: kc x nr slivers of B stay in L1, mc x kc blocks of A in L2, kc x nc
   // panels of B in L3. mc is a multiple of mr, nc of nr.
   int64_t kc = 256, mc = 144, nc = 4080;

@@ -1,0 +1,137 @@
+// Packing of GEMM operands into the micro-kernel's sliver layout (see gemm_kernel.h).
+//
+// A sliver of width W (MR rows of op(A), or NR columns of op(B)) over kc steps of k is
+// stored k-major: dst[k*W + i], zero past the operand's edge. Depending on how the operand
+// is stored, a sliver is either a strided copy of W contiguous elements per k ("copy") or
+// a transposition of W contiguous rows of length kc ("transpose").
+//
+// The common widths are compile-time constants, so that the copies become vector moves
+// and the transposition fully unrolls; reads run ahead with software prefetches because
+// packing streams the operands from memory, where it is latency bound.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace tgc::codegen::pack {
+
+// Elements per 64-byte cache line; the prefetch distance is a few lines.
+template <class T>
+inline constexpr int64_t kLine = 64 / sizeof(T);
+template <class T>
+inline constexpr int64_t kPrefetchAhead = 4 * kLine<T>;
+
+// dst[k*W + i] = src[i*ld + k] for i < w, 0 for w <= i < W, k < kc.
+// kW is W when known at compile time, else 0 and W is given at run time.
+template <class T, int kW>
+void transposeSliver(const T* src, int64_t ld, int64_t w, int64_t kc, int runtimeW, T* dst) {
+  const int64_t W = kW > 0 ? kW : runtimeW;
+  if (w == W) {
+    for (int64_t k0 = 0; k0 < kc; k0 += kLine<T>) {
+      const int64_t k1 = std::min(kc, k0 + kLine<T>);
+      for (int64_t i = 0; i < W; ++i) __builtin_prefetch(src + i * ld + k0 + kPrefetchAhead<T>);
+      for (int64_t k = k0; k < k1; ++k) {
+        T* d = dst + k * W;
+        for (int64_t i = 0; i < W; ++i) d[i] = src[i * ld + k];
+      }
+    }
+    return;
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    T* d = dst + k * W;
+    for (int64_t i = 0; i < w; ++i) d[i] = src[i * ld + k];
+    for (int64_t i = w; i < W; ++i) d[i] = T(0);
+  }
+}
+
+// dst[k*W + j] = src[k*ld + j] for j < w, 0 for w <= j < W, k < kc.
+template <class T, int kW>
+void copySliver(const T* src, int64_t ld, int64_t w, int64_t kc, int runtimeW, T* dst) {
+  const int64_t W = kW > 0 ? kW : runtimeW;
+  if (w == W) {
+    for (int64_t k = 0; k < kc; ++k) {
+      __builtin_prefetch(src + (k + 8) * ld);
+      std::memcpy(dst + k * W, src + k * ld, sizeof(T) * W);
+    }
+    return;
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    std::memcpy(dst + k * W, src + k * ld, sizeof(T) * w);
+    std::fill(dst + k * W + w, dst + (k + 1) * W, T(0));
+  }
+}
+
+// Slivers [s0, s1) of width W of a row-major panel, k rows of `cols` columns, whose
+// columns are contiguous (B not transposed): row by row, so that reads stream through
+// memory; each row segment goes to its sliver.
+template <class T, int kW>
+void copyPanelRows(const T* src, int64_t ld, int64_t cols, int64_t kc, int runtimeW, int64_t s0,
+                   int64_t s1, T* dst) {
+  const int64_t W = kW > 0 ? kW : runtimeW;
+  const int64_t fullEnd = std::min(s1, cols / W);  // slivers with all W columns
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* row = src + k * ld;
+    __builtin_prefetch(row + 2 * ld + s0 * W);
+    for (int64_t s = s0; s < fullEnd; ++s) std::memcpy(dst + (s * kc + k) * W, row + s * W, sizeof(T) * W);
+    for (int64_t s = std::max(s0, fullEnd); s < s1; ++s) {
+      const int64_t w = std::max<int64_t>(0, std::min(W, cols - s * W));
+      T* d = dst + (s * kc + k) * W;
+      std::memcpy(d, row + s * W, sizeof(T) * w);
+      std::fill(d + w, d + W, T(0));
+    }
+  }
+}
+
+// Calls fn.template operator()<kW>() with kW = w if it is one of the widths the kernels
+// use, else with kW = 0 (run-time width).
+template <class Fn>
+void withWidth(int w, Fn&& fn) {
+  switch (w) {
+    case 4: return fn.template operator()<4>();
+    case 6: return fn.template operator()<6>();
+    case 8: return fn.template operator()<8>();
+    case 12: return fn.template operator()<12>();
+    case 16: return fn.template operator()<16>();
+    case 32: return fn.template operator()<32>();
+    default: return fn.template operator()<0>();
+  }
+}
+
+// Rows [i0, i0 + rows) x columns [p0, p0 + kc) of op(A) into slivers of MR rows:
+// dst[s*kc*MR + k*MR + i] = op(A)(i0 + s*MR + i, p0 + k).
+template <class T>
+void packA(const T* a, int64_t lda, bool trans, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+           int mr, T* dst) {
+  withWidth(mr, [&]<int kW>() {
+    for (int64_t s = 0; s * mr < rows; ++s) {
+      const int64_t r0 = i0 + s * mr;
+      const int64_t w = std::min<int64_t>(mr, i0 + rows - r0);
+      T* d = dst + s * kc * mr;
+      if (trans)
+        copySliver<T, kW>(a + p0 * lda + r0, lda, w, kc, mr, d);
+      else
+        transposeSliver<T, kW>(a + r0 * lda + p0, lda, w, kc, mr, d);
+    }
+  });
+}
+
+// Slivers [s0, s1) of NR columns of op(B) rows [p0, p0 + kc), columns from j0 (cols in
+// all): dst[s*kc*NR + k*NR + j] = op(B)(p0 + k, j0 + s*NR + j).
+template <class T>
+void packB(const T* b, int64_t ldb, bool trans, int64_t j0, int64_t cols, int64_t p0, int64_t kc,
+           int nr, int64_t s0, int64_t s1, T* dst) {
+  withWidth(nr, [&]<int kW>() {
+    if (!trans) {
+      copyPanelRows<T, kW>(b + p0 * ldb + j0, ldb, cols, kc, nr, s0, s1, dst);
+      return;
+    }
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t c0 = j0 + s * nr;
+      const int64_t w = std::min<int64_t>(nr, j0 + cols - c0);
+      transposeSliver<T, kW>(b + c0 * ldb + p0, ldb, w, kc, nr, dst + s * kc * nr);
+    }
+  });
+}
+
+}  // namespace tgc::codegen::pack
