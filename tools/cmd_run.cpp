@@ -291,10 +291,13 @@ void registerRun(CLI::App& app) {
   cmd->add_option(
          "file", o->file,
          "Graph IR text file ('-' reads stdin; a name ending in .json reads the JSON form)")
+      ->type_name("FILE")
       ->required();
-  cmd->add_option("-i,--inputs", o->inputs, "safetensors file holding the graph's inputs by name");
+  cmd->add_option("-i,--inputs", o->inputs, "safetensors file holding the graph's inputs by name")
+      ->type_name("FILE");
   cmd->add_option("-o,--outputs", o->outputs,
-                  "Write the graph's results to this safetensors file, named by value name");
+                  "Write the graph's results to this safetensors file, named by value name")
+      ->type_name("FILE");
   o->seed_opt = cmd->add_option("--random-inputs", o->seed,
                                 "Fill inputs missing from --inputs with random values from SEED");
   o->seed_opt->type_name("SEED");
@@ -302,6 +305,7 @@ void registerRun(CLI::App& app) {
       ->type_name("LO,HI")
       ->capture_default_str();
   cmd->add_option("--dist", o->dist, "Distribution of random float inputs: uniform or normal")
+      ->type_name("DIST")
       ->check(CLI::IsMember({"uniform", "normal"}))
       ->capture_default_str();
   cmd->add_flag("--print", o->print,

@@ -60,6 +60,9 @@ const IrCase kIrCases[] = {
      {":1:1: error:"}},
 };
 
+// gtest shows parameters in test names; the case name is the readable part.
+void PrintTo(const IrCase& c, std::ostream* os) { *os << c.name; }
+
 class BadIrTest : public ::testing::TestWithParam<IrCase> {};
 
 TEST_P(BadIrTest, RunAndOptReportItAndExitOne) {

@@ -101,8 +101,10 @@ TEST(HelpTest, RunHelpDescribesEveryOption) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
 }
 
-// The `tgc run` and `tgc opt` examples in the help texts run as written, on stand-in files.
-TEST(HelpTest, RunAndOptExamplesWork) {
+// The examples of the top-level help and of `tgc run --help` run as written: the model files
+// from the source tree, stand-ins for the graph and tensor files (the interpreter would take
+// minutes on a whole compiled Transformer, so opt and run get a small graph).
+TEST(HelpTest, ExamplesWork) {
   TempDir dir;
   const std::string graph = dir.write("graph.tir", R"(graph @attn {
   %x = input() : f32[2,3]
@@ -114,13 +116,8 @@ TEST(HelpTest, RunAndOptExamplesWork) {
   TensorFile in;
   in.tensors.emplace("x", Tensor({DType::f32, {2, 3}}, {1, 2, 3, 4, 5, 6}));
   writeSafetensors(dir.file("in.safetensors"), in);
-  const std::map<std::string, std::string> stand_ins = {
-      {"attn.tir", graph},
-      {"graph.tir", graph},
-      {"model.tir", graph},
-      {"in.safetensors", dir.file("in.safetensors")},
-      {"out.safetensors", dir.file("out.safetensors")},
-      {"ref.safetensors", dir.file("ref.safetensors")}};
+  const std::string models = std::string(TGC_SOURCE_DIR) + "/models/";
+  std::vector<std::string> cmds = subcommands();
 
   std::string help = runTgc({"--help"}).out + runTgc({"run", "--help"}).out;
   int ran = 0;
@@ -129,14 +126,24 @@ TEST(HelpTest, RunAndOptExamplesWork) {
     std::vector<std::string> args;
     std::string w;
     words >> w;
-    if (w != "tgc") continue;
-    while (words >> w) args.push_back(stand_ins.count(w) ? stand_ins.at(w) : w);
-    if (args.empty() || (args[0] != "run" && args[0] != "opt")) continue;
+    if (w != "tgc" || !(words >> w)) continue;
+    if (std::find(cmds.begin(), cmds.end(), w) == cmds.end()) continue;
+    const bool compile = w == "compile";
+    args.push_back(w);
+    while (words >> w) {
+      if (w.rfind("models/", 0) == 0)
+        w = models + w.substr(7);
+      else if (w.ends_with(".tir"))
+        w = compile ? dir.file(w) : graph;
+      else if (w.ends_with(".safetensors"))
+        w = dir.file(w);
+      args.push_back(w);
+    }
     auto r = runTgc(args);
     EXPECT_EQ(r.exit_code, 0) << l << "\n" << r.err;
     ++ran;
   }
-  EXPECT_GE(ran, 4);
+  EXPECT_GE(ran, 5);
 }
 
 }  // namespace
