@@ -185,6 +185,11 @@ TEST(InterpEvalNode, EvaluatesOneNodeAndChecksOperands) {
   // Under promote_to_f64 the f32 operands are widened and the result is f64.
   auto p = Interpreter({.promote_to_f64 = true}).evalNode(*add, {&tx, &wrong});
   expectExact(p.at(0), ty(DType::f64, {2}), {11, 22});
+  // Also for kernels that copy elements rather than compute them.
+  Node* flip = b.reshape(x, {2, 1})->def();
+  Tensor half = T(DType::f16, {2}, {0.5, -3});
+  expectExact(Interpreter({.promote_to_f64 = true}).evalNode(*flip, {&half}).at(0),
+              ty(DType::f64, {2, 1}), {0.5, -3});
 }
 
 // ---- promote_to_f64 ----------------------------------------------------------------------------

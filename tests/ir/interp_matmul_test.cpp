@@ -128,6 +128,9 @@ INTERP_OP_TEST(MatMul, OtherDTypes) {
   // bf16: the sum 256 + 1 + 1 is formed in double and rounded once (258 is a bf16 value).
   expectExact(runOp(OpKind::MatMul, {T(DType::bf16, {1, 3}, {256, 1, 1}), T(DType::bf16, {3, 1}, {1, 1, 1})}),
               ty(DType::bf16, {1, 1}), {258});
+  // f32 too: 1 + 2^-24 + 2^-24 accumulated in double is 1 + 2^-23; in float it would stay 1.
+  expectExact(runOp(OpKind::MatMul, {T(DType::f32, {1, 3}, {1, 0x1p-24, 0x1p-24}), T(DType::f32, {3, 1}, {1, 1, 1})}),
+              ty(DType::f32, {1, 1}), {1 + 0x1p-23});
 }
 
 }  // namespace

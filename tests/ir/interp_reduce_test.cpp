@@ -62,6 +62,10 @@ INTERP_OP_TEST(ReduceSum, SixteenBitRoundsOnlyTheResult) {
               {258});
   expectExact(reduce(OpKind::ReduceSum, T(DType::f16, {3}, {2048, 1, 1}), {-1}), ty(DType::f16, {}),
               {2050});
+  // Likewise f32: 1 + 2^-24 + 2^-24 is 1 + 2^-23 (one f32 ulp above 1), but 1 + 2^-24 alone
+  // ties back to 1, so float accumulation would return 1.
+  expectExact(reduce(OpKind::ReduceSum, T(DType::f32, {3}, {1, 0x1p-24, 0x1p-24}), {0}),
+              ty(DType::f32, {}), {1 + 0x1p-23});
 }
 
 // ---- reduce_max ----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // the registry that checks every op of ops.def has at least one test.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,7 +65,7 @@ inline Tensor runOp(OpKind op, const std::vector<Tensor>& args, AttrMap attrs = 
   std::vector<Value*> operands;
   std::map<std::string, Tensor> inputs;
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = "x" + std::to_string(i);
+    std::string name = fmt::format("x{}", i);
     operands.push_back(g.add(OpKind::Input, {}, {}, {name}, {args[i].type()})->result());
     inputs[name] = args[i];
   }
