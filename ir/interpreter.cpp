@@ -122,7 +122,9 @@ void iotaKernel(const Node& n, Tensor& out) {
 }
 
 void philoxKernel(const Operands& in, Tensor& out) {
-  // The i64 seed and offset are used as their 64-bit patterns.
+  // The i64 seed and offset are used as their 64-bit patterns. The f32 value is in [0, 1);
+  // rounded to bf16 or f16 the values just below 1 become 1.0, as on every backend that
+  // converts the f32 value.
   auto seed = static_cast<uint64_t>(in[0]->getI(0));
   auto offset = static_cast<uint64_t>(in[1]->getI(0));
   for (int64_t i = 0; i < out.numel(); ++i)
@@ -616,6 +618,11 @@ std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string,
     }
   }
   std::unordered_map<const Value*, Tensor> values;
+  // Uses left per value, so intermediates are dropped after their last use (outputs never).
+  std::unordered_map<const Value*, size_t> usesLeft;
+  for (const auto& node : g.nodes())
+    for (const Value* o : node->operands()) ++usesLeft[o];
+  for (const Value* o : g.outputs()) ++usesLeft[o];
   for (const auto& node : g.nodes()) {
     const Node& n = *node;
     if (n.op() == OpKind::Input) {
@@ -642,6 +649,8 @@ std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string,
       ops.push_back(&it->second);
     }
     std::vector<Tensor> rs = evalNode(n, ops);
+    for (const Value* o : n.operands())
+      if (--usesLeft[o] == 0) values.erase(o);
     for (size_t r = 0; r < rs.size(); ++r) values[n.result(r)] = std::move(rs[r]);
   }
   std::vector<Tensor> outs;
