@@ -203,8 +203,7 @@ void arithKernel(const Node& n, const Operands& in, Tensor& out) {
       case OpKind::Sub: r = wrapSub(x, y); break;
       case OpKind::Mul: r = wrapMul(x, y); break;
       case OpKind::Div:
-        if (y == 0)
-          fail(n, fmt::format("integer division by zero: element {} is {} / 0", o, x));
+        if (y == 0) fail(n, fmt::format("integer division by zero: element {} is {} / 0", o, x));
         // C++ division truncates toward zero; MIN / -1 overflows, so it wraps to MIN.
         r = y == -1 ? wrapNeg(x) : x / y;
         break;
@@ -361,7 +360,8 @@ void layerNormKernel(const Node& n, const Operands& in, Tensor& out) {
     double mean = 0, var = 0;
     for (int64_t j = 0; j < d; ++j) mean += x.getF(row * d + j);
     mean /= static_cast<double>(d);
-    for (int64_t j = 0; j < d; ++j) var += (x.getF(row * d + j) - mean) * (x.getF(row * d + j) - mean);
+    for (int64_t j = 0; j < d; ++j)
+      var += (x.getF(row * d + j) - mean) * (x.getF(row * d + j) - mean);
     var /= static_cast<double>(d);
     double inv = 1.0 / std::sqrt(var + eps);
     for (int64_t j = 0; j < d; ++j)
@@ -399,12 +399,16 @@ void matmulKernel(const Node& n, const Operands& in, Tensor& out) {
         for (int64_t p = 0; p < k; ++p) {
           int64_t ai = aBase + (ta ? p * aCols + i : i * aCols + p);
           int64_t bj = bBase + (tb ? j * bCols + p : p * bCols + j);
-          if (fl) accF += a.getF(ai) * b.getF(bj);
-          else accI = wrapAdd(accI, wrapMul(a.getI(ai), b.getI(bj)));
+          if (fl)
+            accF += a.getF(ai) * b.getF(bj);
+          else
+            accI = wrapAdd(accI, wrapMul(a.getI(ai), b.getI(bj)));
         }
         int64_t o = (bi * m + i) * nn + j;
-        if (fl) out.setF(o, accF);
-        else out.setI(o, accI);
+        if (fl)
+          out.setF(o, accF);
+        else
+          out.setI(o, accI);
       }
     }
   }
@@ -492,13 +496,17 @@ void scatterAddKernel(const Node& n, const Operands& in, Tensor& out) {
     int64_t r = checkedRow(n, indices, j, os[0]);
     for (int64_t e = 0; e < rowSize; ++e) {
       int64_t o = r * rowSize + e, u = j * rowSize + e;
-      if (fl) accF[o] += updates.getF(u);
-      else accI[o] = wrapAdd(accI[o], updates.getI(u));
+      if (fl)
+        accF[o] += updates.getF(u);
+      else
+        accI[o] = wrapAdd(accI[o], updates.getI(u));
     }
   }
   for (int64_t o = 0; o < out.numel(); ++o) {
-    if (fl) out.setF(o, accF[o]);
-    else out.setI(o, accI[o]);
+    if (fl)
+      out.setF(o, accF[o]);
+    else
+      out.setI(o, accI[o]);
   }
 }
 
@@ -518,7 +526,8 @@ void compute(const Node& n, const Operands& in, Tensor& out) {
       for (int64_t i = 0; i < out.numel(); ++i) out.setI(i, wrapNeg(in[0]->getI(i)));
       return;
     case OpKind::Abs:
-      if (isFloat(out.dtype())) return unaryFloat(*in[0], out, [](double x) { return std::fabs(x); });
+      if (isFloat(out.dtype()))
+        return unaryFloat(*in[0], out, [](double x) { return std::fabs(x); });
       for (int64_t i = 0; i < out.numel(); ++i) {
         int64_t v = in[0]->getI(i);
         out.setI(i, v < 0 ? wrapNeg(v) : v);  // abs(MIN) wraps to MIN
@@ -580,7 +589,8 @@ void compute(const Node& n, const Operands& in, Tensor& out) {
 
 }  // namespace
 
-std::vector<Tensor> Interpreter::evalNode(const Node& n, const std::vector<const Tensor*>& operands) const {
+std::vector<Tensor> Interpreter::evalNode(const Node& n,
+                                          const std::vector<const Tensor*>& operands) const {
   if (operands.size() != n.operands().size())
     fail(n, fmt::format("given {} operands, needs {}", operands.size(), n.operands().size()));
   // Check each operand against the node's operand type; under promote_to_f64 a float operand
@@ -605,7 +615,8 @@ std::vector<Tensor> Interpreter::evalNode(const Node& n, const std::vector<const
   return results;
 }
 
-std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string, Tensor>& inputs) const {
+std::vector<Tensor> Interpreter::run(const Graph& g,
+                                     const std::map<std::string, Tensor>& inputs) const {
   std::vector<Node*> graphInputs = g.inputs();
   for (const auto& [name, t] : inputs) {
     bool known = std::any_of(graphInputs.begin(), graphInputs.end(),
@@ -629,8 +640,8 @@ std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string,
       const Value* v = n.result();
       auto it = inputs.find(v->name());
       if (it == inputs.end())
-        throw IRError(fmt::format("missing input %{} ({}) of graph @{}", v->name(),
-                                  v->type().str(), g.name()));
+        throw IRError(fmt::format("missing input %{} ({}) of graph @{}", v->name(), v->type().str(),
+                                  g.name()));
       const Tensor& t = it->second;
       bool floatOk = opts_.promote_to_f64 && isFloat(v->type().dtype) && isFloat(t.dtype()) &&
                      t.shape() == v->type().shape;

@@ -30,8 +30,8 @@ INTERP_OP_TEST(Neg, FloatAndInt) {
 }
 
 INTERP_OP_TEST(Abs, FloatAndInt) {
-  expectExact(runOp(OpKind::Abs, {T(DType::f64, {4}, {-1.5, 2, -kInf, kNaN})}),
-              ty(DType::f64, {4}), {1.5, 2, kInf, kNaN});
+  expectExact(runOp(OpKind::Abs, {T(DType::f64, {4}, {-1.5, 2, -kInf, kNaN})}), ty(DType::f64, {4}),
+              {1.5, 2, kInf, kNaN});
   expectInts(runOp(OpKind::Abs, {TI(DType::i64, {2}, {-(k2p53 + 1), 3})}), ty(DType::i64, {2}),
              {k2p53 + 1, 3});
   expectInts(runOp(OpKind::Abs, {TI(DType::i32, {2}, {kI32Min, -4})}), ty(DType::i32, {2}),
@@ -85,18 +85,20 @@ INTERP_OP_TEST(Relu, Values) {
 INTERP_OP_TEST(Gelu, ExactUsesErf) {
   // x * Phi(x) with Phi the standard normal CDF: Phi(1) = 0.8413447460685429,
   // Phi(2) = 0.9772498680518208, Phi(-3) = 0.0013498980316301035.
-  expectNear(runOp(OpKind::Gelu, {T(DType::f64, {5}, {0, 1, -1, 2, -3})}), ty(DType::f64, {5}),
-             {0, 0.8413447460685429, -0.15865525393145707, 1.9544997361036416,
-              -0.004049694094890311},
-             1e-14);
+  expectNear(
+      runOp(OpKind::Gelu, {T(DType::f64, {5}, {0, 1, -1, 2, -3})}), ty(DType::f64, {5}),
+      {0, 0.8413447460685429, -0.15865525393145707, 1.9544997361036416, -0.004049694094890311},
+      1e-14);
 }
 
 INTERP_OP_TEST(Gelu, TanhApproximation) {
   std::vector<double> xs{0, 1, -1, 2, -3, 0.5};
   std::vector<double> want;
   for (double x : xs)
-    want.push_back(0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x))));
-  Tensor got = runOp(OpKind::Gelu, {T(DType::f64, {6}, xs)}, {{"approximate", std::string("tanh")}});
+    want.push_back(0.5 * x *
+                   (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x))));
+  Tensor got =
+      runOp(OpKind::Gelu, {T(DType::f64, {6}, xs)}, {{"approximate", std::string("tanh")}});
   expectNear(got, ty(DType::f64, {6}), want, 1e-14);
   // It is an approximation: close to the exact value at 1 but not equal.
   EXPECT_NEAR(got.getF(1), 0.8411919906082768, 1e-12);
@@ -174,8 +176,9 @@ INTERP_OP_TEST(Cast, FloatToFloatRounds) {
 INTERP_OP_TEST(Add, SameShape) {
   expectExact(runOp(OpKind::Add, {T(DType::f32, {3}, {1, 2, 3}), T(DType::f32, {3}, {10, 20, 30})}),
               ty(DType::f32, {3}), {11, 22, 33});
-  expectExact(runOp(OpKind::Add, {T(DType::f32, {2}, {kInf, 1}), T(DType::f32, {2}, {-kInf, kNaN})}),
-              ty(DType::f32, {2}), {kNaN, kNaN});
+  expectExact(
+      runOp(OpKind::Add, {T(DType::f32, {2}, {kInf, 1}), T(DType::f32, {2}, {-kInf, kNaN})}),
+      ty(DType::f32, {2}), {kNaN, kNaN});
 }
 
 INTERP_OP_TEST(Add, BroadcastBothDirections) {
@@ -225,47 +228,56 @@ INTERP_OP_TEST(Add, IntegersWrapAndStayExact) {
   expectInts(runOp(OpKind::Add, {TI(DType::i32, {2}, {kI32Max, -5}), TI(DType::i32, {2}, {1, 3})}),
              ty(DType::i32, {2}), {kI32Min, -2});
   // 2^53 + 1 is not a double; integer math must not go through one.
-  expectInts(runOp(OpKind::Add, {TI(DType::i64, {2}, {k2p53, kI64Max}), TI(DType::i64, {2}, {1, 1})}),
-             ty(DType::i64, {2}), {k2p53 + 1, kI64Min});
+  expectInts(
+      runOp(OpKind::Add, {TI(DType::i64, {2}, {k2p53, kI64Max}), TI(DType::i64, {2}, {1, 1})}),
+      ty(DType::i64, {2}), {k2p53 + 1, kI64Min});
 }
 
 INTERP_OP_TEST(Add, RoundsToSixteenBitFloats) {
   // bf16 has 8 significant bits: 1 + 2^-8 ties to 1; 1 + 2^-7 is exact.
-  expectExact(runOp(OpKind::Add, {T(DType::bf16, {2}, {1, 1}), T(DType::bf16, {2}, {0.00390625, 0.0078125})}),
+  expectExact(runOp(OpKind::Add,
+                    {T(DType::bf16, {2}, {1, 1}), T(DType::bf16, {2}, {0.00390625, 0.0078125})}),
               ty(DType::bf16, {2}), {1, 1.0078125});
   // f16 has 11: above 2048 the spacing is 2, so 2048 + 1 ties to 2048 and 2048 + 3 to 2052.
   expectExact(runOp(OpKind::Add, {T(DType::f16, {2}, {2048, 2048}), T(DType::f16, {2}, {1, 3})}),
               ty(DType::f16, {2}), {2048, 2052});
   // The same sums in f32 are exact.
-  expectExact(runOp(OpKind::Add, {T(DType::f32, {2}, {1, 2048}), T(DType::f32, {2}, {0.00390625, 1})}),
-              ty(DType::f32, {2}), {1.00390625, 2049});
+  expectExact(
+      runOp(OpKind::Add, {T(DType::f32, {2}, {1, 2048}), T(DType::f32, {2}, {0.00390625, 1})}),
+      ty(DType::f32, {2}), {1.00390625, 2049});
 }
 
 INTERP_OP_TEST(Sub, BroadcastAndIntegers) {
-  expectExact(runOp(OpKind::Sub, {T(DType::f32, {2, 2}, {5, 6, 7, 8}), T(DType::f32, {2, 1}, {1, 2})}),
-              ty(DType::f32, {2, 2}), {4, 5, 5, 6});
+  expectExact(
+      runOp(OpKind::Sub, {T(DType::f32, {2, 2}, {5, 6, 7, 8}), T(DType::f32, {2, 1}, {1, 2})}),
+      ty(DType::f32, {2, 2}), {4, 5, 5, 6});
   expectExact(runOp(OpKind::Sub, {T(DType::f32, {}, {1}), T(DType::f32, {3}, {1, 2, 3})}),
               ty(DType::f32, {3}), {0, -1, -2});
-  expectInts(runOp(OpKind::Sub, {TI(DType::i64, {2}, {kI64Min, k2p53 + 3}), TI(DType::i64, {2}, {1, 1})}),
-             ty(DType::i64, {2}), {kI64Max, k2p53 + 2});
+  expectInts(
+      runOp(OpKind::Sub, {TI(DType::i64, {2}, {kI64Min, k2p53 + 3}), TI(DType::i64, {2}, {1, 1})}),
+      ty(DType::i64, {2}), {kI64Max, k2p53 + 2});
 }
 
 INTERP_OP_TEST(Mul, BroadcastOverflowAndIntegers) {
-  expectExact(runOp(OpKind::Mul, {T(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6}), T(DType::f32, {3}, {0.5, -1, 2})}),
+  expectExact(runOp(OpKind::Mul,
+                    {T(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6}), T(DType::f32, {3}, {0.5, -1, 2})}),
               ty(DType::f32, {2, 3}), {0.5, -2, 6, 2, -5, 12});
   // 1e30 * 1e30 overflows f32 to inf (not f64); 0 * inf is NaN.
   expectExact(runOp(OpKind::Mul, {T(DType::f32, {2}, {1e30, 0}), T(DType::f32, {2}, {1e30, kInf})}),
               ty(DType::f32, {2}), {kInf, kNaN});
   expectNear(runOp(OpKind::Mul, {T(DType::f64, {1}, {1e30}), T(DType::f64, {1}, {1e30})}),
              ty(DType::f64, {1}), {1e60}, 1e-15);
-  expectInts(runOp(OpKind::Mul, {TI(DType::i32, {2}, {65536, -3}), TI(DType::i32, {2}, {65536, 7})}),
-             ty(DType::i32, {2}), {0, -21});
-  expectInts(runOp(OpKind::Mul, {TI(DType::i64, {2}, {int64_t{1} << 32, 3}), TI(DType::i64, {2}, {int64_t{1} << 32, k2p53 + 1})}),
+  expectInts(
+      runOp(OpKind::Mul, {TI(DType::i32, {2}, {65536, -3}), TI(DType::i32, {2}, {65536, 7})}),
+      ty(DType::i32, {2}), {0, -21});
+  expectInts(runOp(OpKind::Mul, {TI(DType::i64, {2}, {int64_t{1} << 32, 3}),
+                                 TI(DType::i64, {2}, {int64_t{1} << 32, k2p53 + 1})}),
              ty(DType::i64, {2}), {0, 3 * (k2p53 + 1)});
 }
 
 INTERP_OP_TEST(Div, FloatsFollowIEEE) {
-  expectExact(runOp(OpKind::Div, {T(DType::f32, {5}, {1, -1, 0, 7, 1}), T(DType::f32, {5}, {0, 0, 0, 2, kInf})}),
+  expectExact(runOp(OpKind::Div,
+                    {T(DType::f32, {5}, {1, -1, 0, 7, 1}), T(DType::f32, {5}, {0, 0, 0, 2, kInf})}),
               ty(DType::f32, {5}), {kInf, -kInf, kNaN, 3.5, 0});
   expectNear(runOp(OpKind::Div, {T(DType::f64, {2, 1}, {1, 2}), T(DType::f64, {3}, {3, 4, 8})}),
              ty(DType::f64, {2, 3}), {1.0 / 3, 0.25, 0.125, 2.0 / 3, 0.5, 0.25}, 1e-16);
@@ -275,8 +287,9 @@ INTERP_OP_TEST(Div, IntegersTruncateTowardZero) {
   expectInts(runOp(OpKind::Div, {TI(DType::i32, {6}, {7, -7, 7, -7, 6, kI32Min}),
                                  TI(DType::i32, {6}, {2, 2, -2, -2, 3, -1})}),
              ty(DType::i32, {6}), {3, -3, -3, 3, 2, kI32Min});
-  expectInts(runOp(OpKind::Div, {TI(DType::i64, {3}, {k2p53 + 2, kI64Min, -9}), TI(DType::i64, {}, {-1})}),
-             ty(DType::i64, {3}), {-(k2p53 + 2), kI64Min, 9});
+  expectInts(
+      runOp(OpKind::Div, {TI(DType::i64, {3}, {k2p53 + 2, kI64Min, -9}), TI(DType::i64, {}, {-1})}),
+      ty(DType::i64, {3}), {-(k2p53 + 2), kI64Min, 9});
 }
 
 INTERP_OP_TEST(Div, IntegerDivisionByZeroIsAnError) {
@@ -298,14 +311,17 @@ INTERP_OP_TEST(Pow, Values) {
 }
 
 INTERP_OP_TEST(Maximum, NaNWinsAndBroadcast) {
-  expectExact(runOp(OpKind::Maximum, {T(DType::f32, {4}, {1, kNaN, 3, -kInf}), T(DType::f32, {4}, {2, 0, kNaN, -5})}),
+  expectExact(runOp(OpKind::Maximum, {T(DType::f32, {4}, {1, kNaN, 3, -kInf}),
+                                      T(DType::f32, {4}, {2, 0, kNaN, -5})}),
               ty(DType::f32, {4}), {2, kNaN, kNaN, -5});
-  expectInts(runOp(OpKind::Maximum, {TI(DType::i64, {2, 2}, {1, -9, k2p53 + 1, 0}), TI(DType::i64, {2}, {0, k2p53})}),
+  expectInts(runOp(OpKind::Maximum, {TI(DType::i64, {2, 2}, {1, -9, k2p53 + 1, 0}),
+                                     TI(DType::i64, {2}, {0, k2p53})}),
              ty(DType::i64, {2, 2}), {1, k2p53, k2p53 + 1, k2p53});
 }
 
 INTERP_OP_TEST(Minimum, NaNWinsAndBroadcast) {
-  expectExact(runOp(OpKind::Minimum, {T(DType::f32, {4}, {1, kNaN, 3, -kInf}), T(DType::f32, {4}, {2, 0, kNaN, -5})}),
+  expectExact(runOp(OpKind::Minimum, {T(DType::f32, {4}, {1, kNaN, 3, -kInf}),
+                                      T(DType::f32, {4}, {2, 0, kNaN, -5})}),
               ty(DType::f32, {4}), {1, kNaN, kNaN, -kInf});
   expectInts(runOp(OpKind::Minimum, {TI(DType::i32, {3}, {1, -9, 5}), TI(DType::i32, {}, {0})}),
              ty(DType::i32, {3}), {0, -9, 0});
@@ -346,37 +362,42 @@ INTERP_OP_TEST(Lt, Broadcast) {
 // ---- logic and where ---------------------------------------------------------------------------
 
 INTERP_OP_TEST(LogicalAnd, TruthTableBroadcast) {
-  expectExact(runOp(OpKind::LogicalAnd, {T(DType::boolean, {2, 1}, {0, 1}), T(DType::boolean, {2}, {0, 1})}),
+  expectExact(runOp(OpKind::LogicalAnd,
+                    {T(DType::boolean, {2, 1}, {0, 1}), T(DType::boolean, {2}, {0, 1})}),
               ty(DType::boolean, {2, 2}), {0, 0, 0, 1});
 }
 
 INTERP_OP_TEST(LogicalOr, TruthTableBroadcast) {
-  expectExact(runOp(OpKind::LogicalOr, {T(DType::boolean, {2, 1}, {0, 1}), T(DType::boolean, {2}, {0, 1})}),
-              ty(DType::boolean, {2, 2}), {0, 1, 1, 1});
+  expectExact(
+      runOp(OpKind::LogicalOr, {T(DType::boolean, {2, 1}, {0, 1}), T(DType::boolean, {2}, {0, 1})}),
+      ty(DType::boolean, {2, 2}), {0, 1, 1, 1});
 }
 
 INTERP_OP_TEST(Where, ThreeWayBroadcast) {
   // cond [2,1], a [1,3], b scalar -> [2,3].
-  expectExact(runOp(OpKind::Where, {T(DType::boolean, {2, 1}, {1, 0}), T(DType::f32, {1, 3}, {1, 2, 3}),
-                                    T(DType::f32, {}, {-1})}),
+  expectExact(runOp(OpKind::Where, {T(DType::boolean, {2, 1}, {1, 0}),
+                                    T(DType::f32, {1, 3}, {1, 2, 3}), T(DType::f32, {}, {-1})}),
               ty(DType::f32, {2, 3}), {1, 2, 3, -1, -1, -1});
   // cond [3] against a [2,3] and b [2,1].
-  expectExact(runOp(OpKind::Where, {T(DType::boolean, {3}, {1, 0, 1}), T(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6}),
-                                    T(DType::f32, {2, 1}, {-1, -2})}),
+  expectExact(runOp(OpKind::Where,
+                    {T(DType::boolean, {3}, {1, 0, 1}), T(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6}),
+                     T(DType::f32, {2, 1}, {-1, -2})}),
               ty(DType::f32, {2, 3}), {1, -1, 3, 4, -2, 6});
 }
 
 INTERP_OP_TEST(Where, IntAndBoolBranchesAreExact) {
-  expectInts(runOp(OpKind::Where, {T(DType::boolean, {2}, {1, 0}), TI(DType::i64, {2}, {k2p53 + 1, 0}),
-                                   TI(DType::i64, {2}, {0, -(k2p53 + 3)})}),
-             ty(DType::i64, {2}), {k2p53 + 1, -(k2p53 + 3)});
+  expectInts(
+      runOp(OpKind::Where, {T(DType::boolean, {2}, {1, 0}), TI(DType::i64, {2}, {k2p53 + 1, 0}),
+                            TI(DType::i64, {2}, {0, -(k2p53 + 3)})}),
+      ty(DType::i64, {2}), {k2p53 + 1, -(k2p53 + 3)});
   expectExact(runOp(OpKind::Where, {T(DType::boolean, {2}, {0, 1}), T(DType::boolean, {2}, {1, 1}),
                                     T(DType::boolean, {}, {0})}),
               ty(DType::boolean, {2}), {0, 1});
   // NaN in the branch not taken does not leak.
-  expectExact(runOp(OpKind::Where, {T(DType::boolean, {2}, {1, 0}), T(DType::bf16, {2}, {1.5, kNaN}),
-                                    T(DType::bf16, {2}, {kNaN, 2.5})}),
-              ty(DType::bf16, {2}), {1.5, 2.5});
+  expectExact(
+      runOp(OpKind::Where, {T(DType::boolean, {2}, {1, 0}), T(DType::bf16, {2}, {1.5, kNaN}),
+                            T(DType::bf16, {2}, {kNaN, 2.5})}),
+      ty(DType::bf16, {2}), {1.5, 2.5});
 }
 
 }  // namespace

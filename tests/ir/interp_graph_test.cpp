@@ -80,8 +80,9 @@ INTERP_OP_TEST(PhiloxUniform, MatchesPhiloxAt) {
     EXPECT_EQ(r16.getF(i), roundTo(DType::bf16, want)) << i;
   }
   // A later offset continues the same stream.
-  Tensor shifted = runOp(OpKind::PhiloxUniform, {s, TI(DType::i64, {}, {static_cast<int64_t>(offset) + 2})},
-                         {}, ty(DType::f32, {4}));
+  Tensor shifted =
+      runOp(OpKind::PhiloxUniform, {s, TI(DType::i64, {}, {static_cast<int64_t>(offset) + 2})}, {},
+            ty(DType::f32, {4}));
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(shifted.getF(i), r32.getF(i + 2)) << i;
 }
 
@@ -115,8 +116,8 @@ TEST(InterpGraph, WrongInputTypeNamesBothTypes) {
   Graph g;
   Builder b(g);
   g.addOutput(b.add(b.input("x", ty(DType::f32, {2})), b.input("y", ty(DType::f32, {2}))));
-  for (const Tensor& bad : {T(DType::f64, {2}, {1, 2}), T(DType::f32, {3}, {1, 2, 3}),
-                            T(DType::i32, {2}, {1, 2})}) {
+  for (const Tensor& bad :
+       {T(DType::f64, {2}, {1, 2}), T(DType::f32, {3}, {1, 2, 3}), T(DType::i32, {2}, {1, 2})}) {
     std::string msg = errorOf([&] {
       Interpreter().run(g, {{"x", T(DType::f32, {2}, {1, 2})}, {"y", bad}});
     });
@@ -127,11 +128,13 @@ TEST(InterpGraph, WrongInputTypeNamesBothTypes) {
   // Under promote_to_f64 any float dtype of the right shape is accepted, but not an int.
   InterpreterOptions p{.promote_to_f64 = true};
   EXPECT_EQ(errorOf([&] {
-              Interpreter(p).run(g, {{"x", T(DType::f16, {2}, {1, 2})}, {"y", T(DType::f64, {2}, {1, 2})}});
+              Interpreter(p).run(
+                  g, {{"x", T(DType::f16, {2}, {1, 2})}, {"y", T(DType::f64, {2}, {1, 2})}});
             }),
             "");
   EXPECT_NE(errorOf([&] {
-              Interpreter(p).run(g, {{"x", T(DType::f32, {2}, {1, 2})}, {"y", T(DType::i32, {2}, {1, 2})}});
+              Interpreter(p).run(
+                  g, {{"x", T(DType::f32, {2}, {1, 2})}, {"y", T(DType::i32, {2}, {1, 2})}});
             }),
             "");
 }
@@ -209,7 +212,8 @@ TEST(InterpPromote, F64KeepsWhatF32Rounds) {
 
   auto f32 = Interpreter().run(g, in);
   // 1 + 1e-7 is 1 + one f32 ulp (1.19e-7) after rounding; 1e8 + 1 rounds back to 1e8.
-  expectExact(f32[0], ty(DType::f32, {3}), {roundTo(DType::f32, 1 + y0), 1e8, roundTo(DType::f32, 1.00390625 + y2)});
+  expectExact(f32[0], ty(DType::f32, {3}),
+              {roundTo(DType::f32, 1 + y0), 1e8, roundTo(DType::f32, 1.00390625 + y2)});
   expectInts(f32[1], ty(DType::i32, {3}), {1, 100000000, 1});
   expectExact(f32[2], ty(DType::bf16, {3}), {1, roundTo(DType::bf16, 1e8), 1});
 
@@ -230,7 +234,8 @@ TEST(InterpPromote, SoftmaxOfMatmulAgreesWithF32ToF32Precision) {
   g.addOutput(b.softmax(b.matmul(x, w)));
   std::vector<double> xv{0.1, -0.7, 0.3, 1.1, 0.5, -0.2};
   std::vector<double> wv{0.9, -0.4, 0.25, 0.6, -1.3, 0.05};
-  std::map<std::string, Tensor> in{{"x", T(DType::f32, {2, 3}, xv)}, {"w", T(DType::f32, {3, 2}, wv)}};
+  std::map<std::string, Tensor> in{{"x", T(DType::f32, {2, 3}, xv)},
+                                   {"w", T(DType::f32, {3, 2}, wv)}};
   std::vector<double> want;
   for (int i = 0; i < 2; ++i) {
     double z[2] = {0, 0};
@@ -242,7 +247,8 @@ TEST(InterpPromote, SoftmaxOfMatmulAgreesWithF32ToF32Precision) {
     want.push_back(1 / (1 + std::exp(z[1] - z[0])));
     want.push_back(1 / (1 + std::exp(z[0] - z[1])));
   }
-  expectNear(Interpreter({.promote_to_f64 = true}).run(g, in).at(0), ty(DType::f64, {2, 2}), want, 1e-15);
+  expectNear(Interpreter({.promote_to_f64 = true}).run(g, in).at(0), ty(DType::f64, {2, 2}), want,
+             1e-15);
   expectNear(Interpreter().run(g, in).at(0), ty(DType::f32, {2, 2}), want, 2e-7);
 }
 
@@ -254,7 +260,8 @@ TEST(InterpPromote, SixteenBitInputsAreWidened) {
   g.addOutput(b.add(x, b.scalar(DType::bf16, 1)));
   std::map<std::string, Tensor> in{{"x", T(DType::bf16, {2}, {256, 0.5})}};
   expectExact(Interpreter().run(g, in).at(0), ty(DType::bf16, {2}), {256, 1.5});
-  expectExact(Interpreter({.promote_to_f64 = true}).run(g, in).at(0), ty(DType::f64, {2}), {257, 1.5});
+  expectExact(Interpreter({.promote_to_f64 = true}).run(g, in).at(0), ty(DType::f64, {2}),
+              {257, 1.5});
 }
 
 // ---- coverage ----------------------------------------------------------------------------------

@@ -21,21 +21,25 @@ std::vector<double> range(int n, double start = 0) {
 
 INTERP_OP_TEST(Reshape, KeepsRowMajorOrder) {
   Tensor x = T(DType::f32, {2, 3}, range(6));
-  expectExact(runOp(OpKind::Reshape, {x}, {{"shape", Shape{3, 2}}}), ty(DType::f32, {3, 2}), range(6));
+  expectExact(runOp(OpKind::Reshape, {x}, {{"shape", Shape{3, 2}}}), ty(DType::f32, {3, 2}),
+              range(6));
   expectExact(runOp(OpKind::Reshape, {x}, {{"shape", Shape{1, 2, 1, 3}}}),
               ty(DType::f32, {1, 2, 1, 3}), range(6));
   expectExact(runOp(OpKind::Reshape, {T(DType::f32, {1, 1}, {7})}, {{"shape", Shape{}}}),
               ty(DType::f32, {}), {7});
-  expectInts(runOp(OpKind::Reshape, {TI(DType::i64, {2}, {k2p53 + 1, -1})}, {{"shape", Shape{2, 1}}}),
-             ty(DType::i64, {2, 1}), {k2p53 + 1, -1});
-  expectExact(runOp(OpKind::Reshape, {T(DType::boolean, {4}, {1, 0, 0, 1})}, {{"shape", Shape{2, 2}}}),
-              ty(DType::boolean, {2, 2}), {1, 0, 0, 1});
+  expectInts(
+      runOp(OpKind::Reshape, {TI(DType::i64, {2}, {k2p53 + 1, -1})}, {{"shape", Shape{2, 1}}}),
+      ty(DType::i64, {2, 1}), {k2p53 + 1, -1});
+  expectExact(
+      runOp(OpKind::Reshape, {T(DType::boolean, {4}, {1, 0, 0, 1})}, {{"shape", Shape{2, 2}}}),
+      ty(DType::boolean, {2, 2}), {1, 0, 0, 1});
 }
 
 INTERP_OP_TEST(Transpose, Matrix) {
   expectExact(runOp(OpKind::Transpose, {T(DType::f32, {2, 3}, range(6))}, {{"perm", Shape{1, 0}}}),
               ty(DType::f32, {3, 2}), {0, 3, 1, 4, 2, 5});
-  expectInts(runOp(OpKind::Transpose, {TI(DType::i64, {1, 2}, {k2p53 + 1, k2p53 + 3})}, {{"perm", Shape{1, 0}}}),
+  expectInts(runOp(OpKind::Transpose, {TI(DType::i64, {1, 2}, {k2p53 + 1, k2p53 + 3})},
+                   {{"perm", Shape{1, 0}}}),
              ty(DType::i64, {2, 1}), {k2p53 + 1, k2p53 + 3});
 }
 
@@ -46,11 +50,13 @@ INTERP_OP_TEST(Transpose, Rank3Permutation) {
   for (int a = 0; a < 4; ++a)
     for (int b = 0; b < 2; ++b)
       for (int c = 0; c < 3; ++c) want.push_back(12 * b + 4 * c + a);
-  expectExact(runOp(OpKind::Transpose, {T(DType::f64, {2, 3, 4}, range(24))}, {{"perm", Shape{2, 0, 1}}}),
-              ty(DType::f64, {4, 2, 3}), want);
+  expectExact(
+      runOp(OpKind::Transpose, {T(DType::f64, {2, 3, 4}, range(24))}, {{"perm", Shape{2, 0, 1}}}),
+      ty(DType::f64, {4, 2, 3}), want);
   // The identity permutation changes nothing.
-  expectExact(runOp(OpKind::Transpose, {T(DType::f64, {2, 3, 4}, range(24))}, {{"perm", Shape{0, 1, 2}}}),
-              ty(DType::f64, {2, 3, 4}), range(24));
+  expectExact(
+      runOp(OpKind::Transpose, {T(DType::f64, {2, 3, 4}, range(24))}, {{"perm", Shape{0, 1, 2}}}),
+      ty(DType::f64, {2, 3, 4}), range(24));
 }
 
 INTERP_OP_TEST(Broadcast, ToShape) {
@@ -65,7 +71,8 @@ INTERP_OP_TEST(Broadcast, ToShape) {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) want.push_back(10 * (j + 1));
-  expectExact(runOp(OpKind::Broadcast, {T(DType::i32, {1, 3, 1}, {10, 20, 30})}, {{"shape", Shape{2, 3, 4}}}),
+  expectExact(runOp(OpKind::Broadcast, {T(DType::i32, {1, 3, 1}, {10, 20, 30})},
+                    {{"shape", Shape{2, 3, 4}}}),
               ty(DType::i32, {2, 3, 4}), want);
 }
 
@@ -94,12 +101,14 @@ INTERP_OP_TEST(Concat, Axes) {
               {1, 3, 4, 2, 5, 6});
   expectExact(runOp(OpKind::Concat, {b, a, a}, {{"axis", int64_t{-1}}}), ty(DType::f32, {2, 4}),
               {3, 4, 1, 1, 5, 6, 2, 2});
-  expectExact(runOp(OpKind::Concat, {T(DType::f32, {1, 3}, {1, 2, 3}), T(DType::f32, {2, 3}, {4, 5, 6, 7, 8, 9})},
+  expectExact(runOp(OpKind::Concat,
+                    {T(DType::f32, {1, 3}, {1, 2, 3}), T(DType::f32, {2, 3}, {4, 5, 6, 7, 8, 9})},
                     {{"axis", int64_t{0}}}),
               ty(DType::f32, {3, 3}), range(9, 1));
   expectExact(runOp(OpKind::Concat, {a}, {{"axis", int64_t{0}}}), ty(DType::f32, {2, 1}), {1, 2});
-  expectInts(runOp(OpKind::Concat, {TI(DType::i64, {1}, {k2p53 + 1}), TI(DType::i64, {0}, {}),
-                                    TI(DType::i64, {2}, {-1, k2p53 + 3})},
+  expectInts(runOp(OpKind::Concat,
+                   {TI(DType::i64, {1}, {k2p53 + 1}), TI(DType::i64, {0}, {}),
+                    TI(DType::i64, {2}, {-1, k2p53 + 3})},
                    {{"axis", int64_t{0}}}),
              ty(DType::i64, {3}), {k2p53 + 1, -1, k2p53 + 3});
 }
@@ -110,10 +119,12 @@ Tensor table4x2() { return T(DType::f32, {4, 2}, {0, 1, 10, 11, 20, 21, 30, 31})
 INTERP_OP_TEST(Gather, Rows) {
   expectExact(runOp(OpKind::Gather, {table4x2(), TI(DType::i32, {2, 3}, {3, 0, 3, 1, 1, 2})}),
               ty(DType::f32, {2, 3, 2}), {30, 31, 0, 1, 30, 31, 10, 11, 10, 11, 20, 21});
-  expectInts(runOp(OpKind::Gather, {TI(DType::i64, {3}, {k2p53 + 1, 5, -7}), TI(DType::i64, {}, {2})}),
-             ty(DType::i64, {}), {-7});
-  expectInts(runOp(OpKind::Gather, {TI(DType::i64, {3}, {k2p53 + 1, 5, -7}), TI(DType::i64, {2}, {0, 0})}),
-             ty(DType::i64, {2}), {k2p53 + 1, k2p53 + 1});
+  expectInts(
+      runOp(OpKind::Gather, {TI(DType::i64, {3}, {k2p53 + 1, 5, -7}), TI(DType::i64, {}, {2})}),
+      ty(DType::i64, {}), {-7});
+  expectInts(
+      runOp(OpKind::Gather, {TI(DType::i64, {3}, {k2p53 + 1, 5, -7}), TI(DType::i64, {2}, {0, 0})}),
+      ty(DType::i64, {2}), {k2p53 + 1, k2p53 + 1});
 }
 
 INTERP_OP_TEST(Gather, IndexOutOfRangeIsAnError) {
@@ -134,11 +145,15 @@ Tensor scatterAdd(const Tensor& idx, const Tensor& upd, int64_t rows) {
 
 INTERP_OP_TEST(ScatterAdd, DuplicatesAccumulate) {
   // Rows 1 appears twice: [1, 2] + [5, 6]. Rows 2 and 4 get nothing.
-  expectExact(scatterAdd(TI(DType::i64, {4}, {1, 3, 1, 0}), T(DType::f32, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), 5),
+  expectExact(scatterAdd(TI(DType::i64, {4}, {1, 3, 1, 0}),
+                         T(DType::f32, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), 5),
               ty(DType::f32, {5, 2}), {7, 8, 6, 8, 0, 0, 3, 4, 0, 0});
   // Indices [2, 2] against updates [2, 2, 3]; all four go to rows 0 and 2.
-  expectInts(scatterAdd(TI(DType::i32, {2, 2}, {0, 2, 2, 0}), TI(DType::i32, {2, 2, 3}, {1, 2, 3, 10, 20, 30, 100, 200, 300, 1000, 2000, 3000}), 3),
-             ty(DType::i32, {3, 3}), {1001, 2002, 3003, 0, 0, 0, 110, 220, 330});
+  expectInts(
+      scatterAdd(TI(DType::i32, {2, 2}, {0, 2, 2, 0}),
+                 TI(DType::i32, {2, 2, 3}, {1, 2, 3, 10, 20, 30, 100, 200, 300, 1000, 2000, 3000}),
+                 3),
+      ty(DType::i32, {3, 3}), {1001, 2002, 3003, 0, 0, 0, 110, 220, 330});
   // Scalar rows: updates [3] at indices [3].
   expectExact(scatterAdd(TI(DType::i32, {3}, {1, 1, 1}), T(DType::f64, {3}, {0.5, 0.25, 0.125}), 2),
               ty(DType::f64, {2}), {0, 0.875});

@@ -114,9 +114,9 @@ INTERP_OP_TEST(MatMul, TransposesOddSizes) {
 
 INTERP_OP_TEST(MatMul, BatchAndBroadcastBatch) {
   checkCase({{2, 3, 4}, {2, 4, 5}});
-  checkCase({{2, 1, 3, 4}, {3, 4, 5}});          // size-1 batch dim and fewer dims on b
-  checkCase({{3, 4}, {2, 4, 5}});                // a has no batch dims
-  checkCase({{2, 3, 4}, {4, 5}});                // b has no batch dims
+  checkCase({{2, 1, 3, 4}, {3, 4, 5}});  // size-1 batch dim and fewer dims on b
+  checkCase({{3, 4}, {2, 4, 5}});        // a has no batch dims
+  checkCase({{2, 3, 4}, {4, 5}});        // b has no batch dims
   checkCase({{1, 3, 4, 2}, {2, 1, 5, 4}, true, true});
   checkCase({{2, 1, 4, 3}, {1, 3, 4, 5}, true, false});
 }
@@ -126,10 +126,12 @@ INTERP_OP_TEST(MatMul, OtherDTypes) {
   checkCase({{3, 4}, {2, 5, 4}, false, true}, DType::i32);
   checkCase({{2, 3}, {3, 2}}, DType::i64);
   // bf16: the sum 256 + 1 + 1 is formed in double and rounded once (258 is a bf16 value).
-  expectExact(runOp(OpKind::MatMul, {T(DType::bf16, {1, 3}, {256, 1, 1}), T(DType::bf16, {3, 1}, {1, 1, 1})}),
+  expectExact(runOp(OpKind::MatMul,
+                    {T(DType::bf16, {1, 3}, {256, 1, 1}), T(DType::bf16, {3, 1}, {1, 1, 1})}),
               ty(DType::bf16, {1, 1}), {258});
   // f32 too: 1 + 2^-24 + 2^-24 accumulated in double is 1 + 2^-23; in float it would stay 1.
-  expectExact(runOp(OpKind::MatMul, {T(DType::f32, {1, 3}, {1, 0x1p-24, 0x1p-24}), T(DType::f32, {3, 1}, {1, 1, 1})}),
+  expectExact(runOp(OpKind::MatMul, {T(DType::f32, {1, 3}, {1, 0x1p-24, 0x1p-24}),
+                                     T(DType::f32, {3, 1}, {1, 1, 1})}),
               ty(DType::f32, {1, 1}), {1 + 0x1p-23});
 }
 

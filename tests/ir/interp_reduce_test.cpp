@@ -22,7 +22,8 @@ Tensor reduce(OpKind op, const Tensor& x, std::vector<int64_t> axes, bool keepdi
   return runOp(op, {x}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
 }
 
-// ---- reduce_sum ----------------------------------------------------------------------------------
+// ---- reduce_sum
+// ----------------------------------------------------------------------------------
 
 INTERP_OP_TEST(ReduceSum, AxesAndKeepdims) {
   // Over j: 3 (12 i + k) + 4 (0 + 1 + 2) = 36 i + 3 k + 12.
@@ -37,9 +38,11 @@ INTERP_OP_TEST(ReduceSum, AxesAndKeepdims) {
               {60, 92, 124});
   // Everything: 0 + 1 + ... + 23.
   expectExact(reduce(OpKind::ReduceSum, iota234(), {0, 1, 2}), ty(DType::f32, {}), {276});
-  expectExact(reduce(OpKind::ReduceSum, iota234(), {0, 1, 2}, true), ty(DType::f32, {1, 1, 1}), {276});
+  expectExact(reduce(OpKind::ReduceSum, iota234(), {0, 1, 2}, true), ty(DType::f32, {1, 1, 1}),
+              {276});
   // No axes: nothing is reduced.
-  expectExact(reduce(OpKind::ReduceSum, T(DType::f32, {2}, {1, 2}), {}), ty(DType::f32, {2}), {1, 2});
+  expectExact(reduce(OpKind::ReduceSum, T(DType::f32, {2}, {1, 2}), {}), ty(DType::f32, {2}),
+              {1, 2});
 }
 
 INTERP_OP_TEST(ReduceSum, IntegersAndOddSizes) {
@@ -68,7 +71,8 @@ INTERP_OP_TEST(ReduceSum, SixteenBitRoundsOnlyTheResult) {
               ty(DType::f32, {}), {1 + 0x1p-23});
 }
 
-// ---- reduce_max ----------------------------------------------------------------------------------
+// ---- reduce_max
+// ----------------------------------------------------------------------------------
 
 INTERP_OP_TEST(ReduceMax, AxesKeepdimsAndInfinities) {
   // Over i and k: 12 + 4 j + 3.
@@ -80,7 +84,8 @@ INTERP_OP_TEST(ReduceMax, AxesKeepdimsAndInfinities) {
 
 INTERP_OP_TEST(ReduceMax, NaNPropagates) {
   // NaN first, in the middle and last all win.
-  expectExact(reduce(OpKind::ReduceMax, T(DType::f64, {4, 3}, {kNaN, 1, 2, 1, kNaN, 5, 1, 2, kNaN, 1, 2, 3}), {1}),
+  expectExact(reduce(OpKind::ReduceMax,
+                     T(DType::f64, {4, 3}, {kNaN, 1, 2, 1, kNaN, 5, 1, 2, kNaN, 1, 2, 3}), {1}),
               ty(DType::f64, {4}), {kNaN, kNaN, kNaN, 3});
 }
 
@@ -97,7 +102,8 @@ INTERP_OP_TEST(ReduceMax, OverZeroElementsIsAnError) {
   EXPECT_NE(msg.find("zero elements"), std::string::npos) << msg;
 }
 
-// ---- reduce_mean ---------------------------------------------------------------------------------
+// ---- reduce_mean
+// ---------------------------------------------------------------------------------
 
 INTERP_OP_TEST(ReduceMean, Floats) {
   // Over j: (36 i + 3 k + 12) / 3 = 12 i + k + 4.
@@ -115,14 +121,18 @@ INTERP_OP_TEST(ReduceMean, IntegersTruncateTowardZero) {
   expectInts(reduce(OpKind::ReduceMean, TI(DType::i32, {4, 2}, {1, 2, -1, -2, 7, 8, -3, 0}), {1}),
              ty(DType::i32, {4}), {1, -1, 7, -1});
   // -1/3 -> 0; exact beyond 2^53.
-  expectInts(reduce(OpKind::ReduceMean, TI(DType::i64, {3}, {-1, -1, 1}), {0}), ty(DType::i64, {}), {0});
+  expectInts(reduce(OpKind::ReduceMean, TI(DType::i64, {3}, {-1, -1, 1}), {0}), ty(DType::i64, {}),
+             {0});
   expectInts(reduce(OpKind::ReduceMean, TI(DType::i64, {2}, {k2p53 + 1, k2p53 + 3}), {0}),
              ty(DType::i64, {}), {k2p53 + 2});
-  std::string msg = errorOf([] { reduce(OpKind::ReduceMean, Tensor(ty(DType::i32, {0, 3})), {0}); });
+  std::string msg = errorOf([] {
+    reduce(OpKind::ReduceMean, Tensor(ty(DType::i32, {0, 3})), {0});
+  });
   EXPECT_NE(msg.find("reduce_mean"), std::string::npos) << msg;
 }
 
-// ---- softmax / log_softmax -----------------------------------------------------------------------
+// ---- softmax / log_softmax
+// -----------------------------------------------------------------------
 
 Tensor softmax(OpKind op, const Tensor& x, int64_t axis = -1) {
   return runOp(op, {x}, {{"axis", axis}});
@@ -163,7 +173,8 @@ INTERP_OP_TEST(Softmax, LargeValuesDoNotOverflowAndNaNSpreads) {
 }
 
 INTERP_OP_TEST(Softmax, Bf16RoundsTheResult) {
-  expectExact(softmax(OpKind::Softmax, T(DType::bf16, {2, 2}, {0, 1, 3, 3})), ty(DType::bf16, {2, 2}),
+  expectExact(softmax(OpKind::Softmax, T(DType::bf16, {2, 2}, {0, 1, 3, 3})),
+              ty(DType::bf16, {2, 2}),
               {roundTo(DType::bf16, 0.2689414213699951), roundTo(DType::bf16, 0.7310585786300049),
                0.5, 0.5});
 }
@@ -173,12 +184,13 @@ INTERP_OP_TEST(LogSoftmax, Values) {
   expectNear(softmax(OpKind::LogSoftmax, T(DType::f64, {3}, {1, 2, 3})), ty(DType::f64, {3}),
              {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806}, 1e-14);
   // log(1 + e) = 1.3132616875182228; no overflow at 1000.
-  expectNear(softmax(OpKind::LogSoftmax, T(DType::f32, {2, 2}, {1000, 1001, 0, 1}), 1),
-             ty(DType::f32, {2, 2}),
-             {-1.3132616875182228, -0.31326168751822286, -1.3132616875182228, -0.31326168751822286});
+  expectNear(
+      softmax(OpKind::LogSoftmax, T(DType::f32, {2, 2}, {1000, 1001, 0, 1}), 1),
+      ty(DType::f32, {2, 2}),
+      {-1.3132616875182228, -0.31326168751822286, -1.3132616875182228, -0.31326168751822286});
   expectNear(softmax(OpKind::LogSoftmax, T(DType::f64, {2, 2}, {0, 0, 0, std::log(3.0)}), 0),
-             ty(DType::f64, {2, 2}), {-0.6931471805599453, std::log(0.25), -0.6931471805599453, std::log(0.75)},
-             1e-14);
+             ty(DType::f64, {2, 2}),
+             {-0.6931471805599453, std::log(0.25), -0.6931471805599453, std::log(0.75)}, 1e-14);
 }
 
 INTERP_OP_TEST(LogSoftmax, NegInfRows) {
@@ -188,9 +200,11 @@ INTERP_OP_TEST(LogSoftmax, NegInfRows) {
              {-kInf, -kInf, -kInf, -0.6931471805599453, -0.6931471805599453, -kInf});
 }
 
-// ---- layer_norm ----------------------------------------------------------------------------------
+// ---- layer_norm
+// ----------------------------------------------------------------------------------
 
-Tensor layerNorm(const Tensor& x, const Tensor& g, const Tensor& b, std::optional<double> eps = {}) {
+Tensor layerNorm(const Tensor& x, const Tensor& g, const Tensor& b,
+                 std::optional<double> eps = {}) {
   AttrMap a;
   if (eps) a["eps"] = *eps;
   return runOp(OpKind::LayerNorm, {x, g, b}, std::move(a));

@@ -34,9 +34,9 @@ inline bool registerOpTest(OpKind k) {
 }
 
 // A test of op `Op` (an OpKind enumerator): TEST(InterpOp, Name), recorded in testedOps().
-#define INTERP_OP_TEST(Op, Name)                                              \
-  [[maybe_unused]] static const bool kInterpTestOf_##Op##_##Name =            \
-      ::tgc::interp_test::registerOpTest(::tgc::OpKind::Op);                  \
+#define INTERP_OP_TEST(Op, Name)                                   \
+  [[maybe_unused]] static const bool kInterpTestOf_##Op##_##Name = \
+      ::tgc::interp_test::registerOpTest(::tgc::OpKind::Op);       \
   TEST(Interp##Op, Name)
 
 inline TensorType ty(DType d, Shape s) { return TensorType{d, std::move(s)}; }
@@ -99,16 +99,15 @@ inline void expectExact(const Tensor& t, const TensorType& type, const std::vect
   ASSERT_EQ(t.type(), type) << "got " << t.type().str() << ", want " << type.str();
   ASSERT_EQ(static_cast<int64_t>(want.size()), t.numel());
   for (int64_t i = 0; i < t.numel(); ++i)
-    EXPECT_TRUE(sameValue(t.getF(i), want[i])) << "element " << i << ": got " << t.getF(i)
-                                               << ", want " << want[i];
+    EXPECT_TRUE(sameValue(t.getF(i), want[i]))
+        << "element " << i << ": got " << t.getF(i) << ", want " << want[i];
 }
 
 // Exact integer comparison (for i64 beyond 2^53).
 inline void expectInts(const Tensor& t, const TensorType& type, const std::vector<int64_t>& want) {
   ASSERT_EQ(t.type(), type) << "got " << t.type().str() << ", want " << type.str();
   ASSERT_EQ(static_cast<int64_t>(want.size()), t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    EXPECT_EQ(t.getI(i), want[i]) << "element " << i;
+  for (int64_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t.getI(i), want[i]) << "element " << i;
 }
 
 // Type equal, values within a relative tolerance (infinities and NaN must match exactly).
