@@ -128,10 +128,16 @@ void scaleC(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
   }
 }
 
+template <class T>
+struct Kernels {
+  GemmMicroKernel<T>* packed;
+  GemmMicroKernelDirectA<T>* direct;
+};
+
 // One product C = alpha * op(A) op(B) + beta * C, split over `pool` when it is given.
 template <class T>
-void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDesc& d,
-             const T* a, const T* b, T* c, ThreadPool* pool) {
+void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, const T* a,
+             const T* b, T* c, ThreadPool* pool) {
   const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
   if (d.k == 0 || alpha == T(0)) {
     scaleC(c, d.m, d.n, d.ldc, beta);
@@ -140,6 +146,8 @@ void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDe
   const int64_t MR = cfg.mr, NR = cfg.nr;
   const int threads = pool ? pool->numThreads() : 1;
   const int64_t mSlivers = ceilDiv(d.m, MR);
+  // Few columns: each A sliver would serve too few tiles to repay packing it.
+  const bool directA = !d.transA && d.n <= cfg.directAMaxN;
 
   for (int64_t jc = 0; jc < d.n; jc += cfg.nc) {
     const int64_t ncur = std::min(cfg.nc, d.n - jc);
@@ -157,22 +165,30 @@ void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDe
       else
         packPanel(0, nSlivers);
 
-      // Rows [i0, i0 + rows) times B slivers [js0, js1): pack A in mc blocks, then walk
-      // the tiles with the B sliver (L1) outer and the A slivers (L2) inner.
+      // Rows [i0, i0 + rows) times B slivers [js0, js1): pack A in mc blocks (unless read
+      // directly), then walk the tiles with the B sliver (L1) outer and the A slivers (L2)
+      // inner.
       auto macro = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
         for (int64_t ic = i0; ic < i0 + rows; ic += cfg.mc) {
           const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
           const int64_t aSlivers = ceilDiv(mcur, MR);
-          T* ap = tPackA.get<T>(aSlivers * MR * kcur);
-          pack::packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
+          T* ap = nullptr;
+          if (!directA) {
+            ap = tPackA.get<T>(aSlivers * MR * kcur);
+            pack::packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
+          }
           for (int64_t js = js0; js < js1; ++js) {
             const int64_t nr = std::min(NR, ncur - js * NR);
             const T* bs = bp + js * kcur * NR;
             T* cj = c + jc + js * NR;
             for (int64_t is = 0; is < aSlivers; ++is) {
               const int64_t mr = std::min(MR, mcur - is * MR);
-              kern(kcur, ap + is * kcur * MR, bs, cj + (ic + is * MR) * d.ldc, d.ldc, mr, nr,
-                   alpha, betaNow);
+              T* ct = cj + (ic + is * MR) * d.ldc;
+              if (directA)
+                kern.direct(kcur, a + (ic + is * MR) * d.lda + pc, d.lda, bs, ct, d.ldc, mr, nr, alpha,
+                            betaNow);
+              else
+                kern.packed(kcur, ap + is * kcur * MR, bs, ct, d.ldc, mr, nr, alpha, betaNow);
             }
           }
         }
@@ -198,12 +214,15 @@ void product(const GemmKernelConfig& cfg, GemmMicroKernel<T>* kern, const GemmDe
 
 GemmEngine::GemmEngine(Jit& jit, const GemmKernelConfig& config) : config_(config) {
   config_.validate();
-  const std::string name = "tgc_gemm_ukernel_" + config_.name();
+  const std::string packed = "tgc_gemm_ukernel_" + config_.name();
+  const std::string direct = "tgc_gemm_ukernel_direct_a_" + config_.name();
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto module = std::make_unique<llvm::Module>("tgc_gemm_" + config_.name(), *ctx);
-  emitGemmMicroKernel(*module, config_, name);
+  emitGemmMicroKernel(*module, config_, packed, GemmAForm::packed);
+  emitGemmMicroKernel(*module, config_, direct, GemmAForm::direct);
   jit.addModule(std::move(module), std::move(ctx));
-  kernel_ = jit.lookup(name);
+  kernel_ = jit.lookup(packed);
+  kernelDirectA_ = jit.lookup(direct);
 }
 
 GemmEngine& GemmEngine::host(DType dtype) {
@@ -221,7 +240,8 @@ template <class T>
 void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool) const {
   const int64_t count = d.batchCount();
   if (count == 0 || d.m == 0 || d.n == 0) return;
-  auto* kern = reinterpret_cast<GemmMicroKernel<T>*>(kernel_);
+  const Kernels<T> kern{reinterpret_cast<GemmMicroKernel<T>*>(kernel_),
+                        reinterpret_cast<GemmMicroKernelDirectA<T>*>(kernelDirectA_)};
 
   // Element offsets of batch item `index` (batch dimensions in row-major order).
   auto item = [&](int64_t index, ThreadPool* inner) {

@@ -72,7 +72,8 @@ class GemmEngine {
   void runTyped(const GemmDesc& desc, const T* a, const T* b, T* c, ThreadPool& pool) const;
 
   GemmKernelConfig config_;
-  void* kernel_ = nullptr;  // GemmMicroKernel<float or double>*
+  void* kernel_ = nullptr;        // GemmMicroKernel<float or double>*
+  void* kernelDirectA_ = nullptr;  // GemmMicroKernelDirectA<float or double>*
 };
 
 // Runs desc with the host engine for its dtype.

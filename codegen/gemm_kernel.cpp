@@ -36,6 +36,7 @@ GemmKernelConfig GemmKernelConfig::forTarget(const TargetSpec& target, DType dty
   c.kc = 256;
   c.mc = c.mr * 24;
   c.nc = c.nr * (4096 / c.nr);
+  c.directAMaxN = 8 * c.nr;
   return c;
 }
 
@@ -49,6 +50,7 @@ void GemmKernelConfig::validate() const {
   if (nr < 1 || nr % lanes != 0) bad("nr must be a positive multiple of lanes");
   if (kUnroll < 1 || kUnroll > 16) bad("kUnroll must be in 1..16");
   if (prefetchA < 0 || prefetchA > 65536) bad("prefetchA must be in 0..65536");
+  if (directAMaxN < 0) bad("directAMaxN must be >= 0");
   if (kc < 1 || mc < mr || mc % mr != 0 || nc < nr || nc % nr != 0)
     bad("need kc >= 1, mc a multiple of mr, nc a multiple of nr");
 }
@@ -63,8 +65,8 @@ namespace {
 // Builds the kernel body; one instance per emitted function.
 class MicroKernelEmitter {
  public:
-  MicroKernelEmitter(llvm::Module& m, const GemmKernelConfig& cfg)
-      : m_(m), ctx_(m.getContext()), cfg_(cfg), b_(ctx_) {
+  MicroKernelEmitter(llvm::Module& m, const GemmKernelConfig& cfg, GemmAForm form)
+      : m_(m), ctx_(m.getContext()), cfg_(cfg), form_(form), b_(ctx_) {
     elemTy_ = cfg.dtype == DType::f64 ? llvm::Type::getDoubleTy(ctx_) : llvm::Type::getFloatTy(ctx_);
     vecTy_ = llvm::FixedVectorType::get(elemTy_, cfg.lanes);
     i64_ = llvm::Type::getInt64Ty(ctx_);
@@ -84,8 +86,19 @@ class MicroKernelEmitter {
     return b_.CreateIntrinsic(cfg_.fma ? llvm::Intrinsic::fma : llvm::Intrinsic::fmuladd,
                               {vecTy_}, {a, b, c});
   }
-  // One k step: acc[i][j] += Ap[step*mr + i] * Bp[step*nr + j*lanes ...].
-  void emitStep(Accs& acc, llvm::Value* ap, llvm::Value* bp, int step);
+  void prefetch(llvm::Value* p, int write) {
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptrTy_},
+                       {p, b_.getInt32(write), b_.getInt32(3), b_.getInt32(1)});
+  }
+  // The address of A(i, k).
+  llvm::Value* aAddr(int i, llvm::Value* k);
+  // Step k: acc[i][j] += A(i, k) * Bp[k*nr + j*lanes ...].
+  void emitStep(Accs& acc, llvm::Value* k);
+  // for (k = kBegin; k < kEnd; k += unroll), accumulators in phis (registers); the caller
+  // guarantees kBegin < kEnd and a multiple of unroll between them. Returns the
+  // accumulators after the loop, with the builder at the loop's exit.
+  Accs emitLoop(llvm::Value* kBegin, llvm::Value* kEnd, int unroll, const Accs& init,
+                const std::string& tag);
   // The epilogue: C = alpha * acc + beta * C on the mr x nr corner of the tile.
   void emitStore(const Accs& acc, llvm::Value* c, llvm::Value* ldc, llvm::Value* mr,
                  llvm::Value* nr, llvm::Value* alpha, llvm::Value* beta);
@@ -93,6 +106,7 @@ class MicroKernelEmitter {
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   const GemmKernelConfig& cfg_;
+  const GemmAForm form_;
   llvm::IRBuilder<> b_;
   llvm::Type* elemTy_;
   llvm::FixedVectorType* vecTy_;
@@ -100,19 +114,57 @@ class MicroKernelEmitter {
   llvm::Type* ptrTy_;
   int nvec_;
   llvm::Function* fn_ = nullptr;
+  llvm::Value* ap_ = nullptr;        // packed A sliver
+  std::vector<llvm::Value*> aRows_;  // direct A: the MR row pointers
+  llvm::Value* bp_ = nullptr;
 };
 
-void MicroKernelEmitter::emitStep(Accs& acc, llvm::Value* ap, llvm::Value* bp, int step) {
+llvm::Value* MicroKernelEmitter::aAddr(int i, llvm::Value* k) {
+  if (form_ == GemmAForm::packed)
+    return b_.CreateInBoundsGEP(elemTy_, ap_, b_.CreateAdd(b_.CreateMul(k, c64(cfg_.mr)), c64(i)));
+  return b_.CreateInBoundsGEP(elemTy_, aRows_[i], k);
+}
+
+void MicroKernelEmitter::emitStep(Accs& acc, llvm::Value* k) {
   std::vector<llvm::Value*> bv(nvec_);
+  auto* bRow = b_.CreateInBoundsGEP(elemTy_, bp_, b_.CreateMul(k, c64(cfg_.nr)));
   for (int j = 0; j < nvec_; ++j) {
-    auto* p = b_.CreateConstInBoundsGEP1_64(elemTy_, bp, step * cfg_.nr + j * cfg_.lanes);
+    auto* p = b_.CreateConstInBoundsGEP1_64(elemTy_, bRow, int64_t{j} * cfg_.lanes);
     bv[j] = b_.CreateAlignedLoad(vecTy_, p, vecAlign(), "b");
   }
   for (int i = 0; i < cfg_.mr; ++i) {
-    auto* p = b_.CreateConstInBoundsGEP1_64(elemTy_, ap, step * cfg_.mr + i);
-    auto* a = b_.CreateVectorSplat(cfg_.lanes, b_.CreateAlignedLoad(elemTy_, p, elemAlign(), "a"));
+    auto* a = b_.CreateVectorSplat(cfg_.lanes, b_.CreateAlignedLoad(elemTy_, aAddr(i, k), elemAlign(), "a"));
     for (int j = 0; j < nvec_; ++j) acc[i * nvec_ + j] = fma(a, bv[j], acc[i * nvec_ + j]);
   }
+}
+
+MicroKernelEmitter::Accs MicroKernelEmitter::emitLoop(llvm::Value* kBegin, llvm::Value* kEnd, int unroll,
+                                                      const Accs& init, const std::string& tag) {
+  auto* pre = b_.GetInsertBlock();
+  auto* loop = llvm::BasicBlock::Create(ctx_, tag, fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, tag + ".exit", fn_);
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  auto* k = b_.CreatePHI(i64_, 2, tag + ".k");
+  std::vector<llvm::PHINode*> phis;
+  Accs acc;
+  for (size_t a = 0; a < init.size(); ++a) {
+    phis.push_back(b_.CreatePHI(vecTy_, 2, "acc"));
+    acc.push_back(phis.back());
+  }
+  if (form_ == GemmAForm::packed && cfg_.prefetchA > 0 && unroll > 1)
+    prefetch(b_.CreateConstGEP1_64(b_.getInt8Ty(), aAddr(0, k), cfg_.prefetchA), 0);
+  for (int s = 0; s < unroll; ++s) emitStep(acc, s == 0 ? k : b_.CreateAdd(k, c64(s)));
+  auto* kNext = b_.CreateAdd(k, c64(unroll));
+  b_.CreateCondBr(b_.CreateICmpSLT(kNext, kEnd), loop, exit);
+  k->addIncoming(kBegin, pre);
+  k->addIncoming(kNext, loop);
+  for (size_t a = 0; a < phis.size(); ++a) {
+    phis[a]->addIncoming(init[a], pre);
+    phis[a]->addIncoming(acc[a], loop);
+  }
+  b_.SetInsertPoint(exit);
+  return acc;
 }
 
 void MicroKernelEmitter::emitStore(const Accs& acc, llvm::Value* c, llvm::Value* ldc,
@@ -186,137 +238,92 @@ void MicroKernelEmitter::emitStore(const Accs& acc, llvm::Value* c, llvm::Value*
 }
 
 llvm::Function* MicroKernelEmitter::emit(std::string_view name) {
-  auto* voidTy = llvm::Type::getVoidTy(ctx_);
-  auto* fty = llvm::FunctionType::get(
-      voidTy, {i64_, ptrTy_, ptrTy_, ptrTy_, i64_, i64_, i64_, elemTy_, elemTy_}, false);
+  const bool direct = form_ == GemmAForm::direct;
+  std::vector<llvm::Type*> params = {i64_, ptrTy_};  // kc, A
+  if (direct) params.push_back(i64_);                 // lda
+  for (llvm::Type* t : {ptrTy_, ptrTy_, i64_, i64_, i64_, elemTy_, elemTy_}) params.push_back(t);
+  auto* fty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), params, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage,
                                llvm::StringRef(name.data(), name.size()), m_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
-  for (unsigned a : {1u, 2u, 3u}) {
+  const unsigned o = direct ? 1 : 0;  // arguments after A shift by one for lda
+  for (unsigned a : {1u, 2u + o, 3u + o}) {
     fn_->addParamAttr(a, llvm::Attribute::NoAlias);
     fn_->addParamAttr(a, llvm::Attribute::NoCapture);
   }
   fn_->addParamAttr(1, llvm::Attribute::ReadOnly);
-  fn_->addParamAttr(2, llvm::Attribute::ReadOnly);
-  auto args = fn_->arg_begin();
+  fn_->addParamAttr(2 + o, llvm::Attribute::ReadOnly);
+  auto* args = fn_->arg_begin();
   llvm::Value* kc = &args[0];
-  llvm::Value* ap = &args[1];
-  llvm::Value* bp = &args[2];
-  llvm::Value* c = &args[3];
-  llvm::Value* ldc = &args[4];
-  llvm::Value* mr = &args[5];
-  llvm::Value* nr = &args[6];
-  llvm::Value* alpha = &args[7];
-  llvm::Value* beta = &args[8];
-  kc->setName("kc");
-  ap->setName("ap");
-  bp->setName("bp");
-  c->setName("c");
-  ldc->setName("ldc");
-  mr->setName("mr");
-  nr->setName("nr");
-  alpha->setName("alpha");
-  beta->setName("beta");
+  llvm::Value* a = &args[1];
+  llvm::Value* lda = direct ? &args[2] : nullptr;
+  bp_ = &args[2 + o];
+  llvm::Value* c = &args[3 + o];
+  llvm::Value* ldc = &args[4 + o];
+  llvm::Value* mr = &args[5 + o];
+  llvm::Value* nr = &args[6 + o];
+  llvm::Value* alpha = &args[7 + o];
+  llvm::Value* beta = &args[8 + o];
+  for (auto [v, n] : {std::pair{kc, "kc"}, {a, "a"}, {bp_, "bp"}, {c, "c"}, {ldc, "ldc"}, {mr, "mr"},
+                      {nr, "nr"}, {alpha, "alpha"}, {beta, "beta"}})
+    v->setName(n);
+  if (lda) lda->setName("lda");
 
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
-  auto* mainBB = llvm::BasicBlock::Create(ctx_, "k.main", fn_);
-  auto* midBB = llvm::BasicBlock::Create(ctx_, "k.mid", fn_);
-  auto* remBB = llvm::BasicBlock::Create(ctx_, "k.rem", fn_);
-  auto* epiBB = llvm::BasicBlock::Create(ctx_, "epilogue", fn_);
-  const int nacc = cfg_.mr * nvec_;
-  const int u = cfg_.kUnroll;
-
-  // Entry: touch the C tile early so its cache misses overlap the FMA loop.
   b_.SetInsertPoint(entry);
+  if (direct) {
+    // Rows past mr alias the last valid row: they are computed, never stored, and A is
+    // never read outside the matrix.
+    for (int i = 0; i < cfg_.mr; ++i) {
+      auto* row = b_.CreateSelect(b_.CreateICmpSLT(c64(i), mr), c64(i), b_.CreateSub(mr, c64(1)));
+      aRows_.push_back(b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, lda), fmt::format("a.row{}", i)));
+    }
+  } else {
+    ap_ = a;
+  }
+  // Touch the C tile early so that its cache misses overlap the FMA loop.
   const int lineElems = 64 / cfg_.elementBytes();
   for (int i = 0; i < cfg_.mr; ++i)
     for (int col = 0; col < cfg_.nr; col += lineElems) {
       auto* row = b_.CreateGEP(elemTy_, c, b_.CreateMul(ldc, c64(i)));
-      auto* p = b_.CreateConstGEP1_64(elemTy_, row, col);
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptrTy_},
-                         {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+      prefetch(b_.CreateConstGEP1_64(elemTy_, row, col), 1);
     }
+
+  // k in [0, kMain) by kUnroll steps, then [kMain, kc) one step at a time.
+  const int u = cfg_.kUnroll;
   auto* kMain = b_.CreateSub(kc, b_.CreateSRem(kc, c64(u)), "k.main.end");
-  b_.CreateCondBr(b_.CreateICmpSGT(kMain, c64(0)), mainBB, midBB);
+  const Accs zeros(cfg_.mr * nvec_, llvm::ConstantAggregateZero::get(vecTy_));
+  auto* mainPre = llvm::BasicBlock::Create(ctx_, "k.main.pre", fn_);
+  auto* mid = llvm::BasicBlock::Create(ctx_, "k.mid", fn_);
+  b_.CreateCondBr(b_.CreateICmpSGT(kMain, c64(0)), mainPre, mid);
+  b_.SetInsertPoint(mainPre);
+  Accs accMain = emitLoop(c64(0), kMain, u, zeros, "k.main");
+  auto* mainExit = b_.GetInsertBlock();
+  b_.CreateBr(mid);
 
-  auto* zero = llvm::ConstantAggregateZero::get(vecTy_);
-  // Main loop: kUnroll k steps per trip, accumulators carried in phis (registers).
-  b_.SetInsertPoint(mainBB);
-  auto* kPhi = b_.CreatePHI(i64_, 2, "k");
-  auto* apPhi = b_.CreatePHI(ptrTy_, 2, "ap.cur");
-  auto* bpPhi = b_.CreatePHI(ptrTy_, 2, "bp.cur");
-  Accs accPhi(nacc);
-  for (int a = 0; a < nacc; ++a) accPhi[a] = b_.CreatePHI(vecTy_, 2, "acc");
-  Accs acc(accPhi.begin(), accPhi.end());
-  if (cfg_.prefetchA > 0)
-    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptrTy_},
-                       {b_.CreateConstGEP1_64(b_.getInt8Ty(), apPhi, cfg_.prefetchA), b_.getInt32(0),
-                        b_.getInt32(3), b_.getInt32(1)});
-  for (int s = 0; s < u; ++s) emitStep(acc, apPhi, bpPhi, s);
-  auto* kNext = b_.CreateAdd(kPhi, c64(u));
-  auto* apNext = b_.CreateConstInBoundsGEP1_64(elemTy_, apPhi, int64_t{u} * cfg_.mr);
-  auto* bpNext = b_.CreateConstInBoundsGEP1_64(elemTy_, bpPhi, int64_t{u} * cfg_.nr);
-  b_.CreateCondBr(b_.CreateICmpSLT(kNext, kMain), mainBB, midBB);
-  kPhi->addIncoming(c64(0), entry);
-  kPhi->addIncoming(kNext, mainBB);
-  apPhi->addIncoming(ap, entry);
-  apPhi->addIncoming(apNext, mainBB);
-  bpPhi->addIncoming(bp, entry);
-  bpPhi->addIncoming(bpNext, mainBB);
-  for (int a = 0; a < nacc; ++a) {
-    llvm::cast<llvm::PHINode>(accPhi[a])->addIncoming(zero, entry);
-    llvm::cast<llvm::PHINode>(accPhi[a])->addIncoming(acc[a], mainBB);
-  }
-
-  // Between the loops: merge the state from entry (no main trips) and the main loop.
-  b_.SetInsertPoint(midBB);
-  auto* apMid = b_.CreatePHI(ptrTy_, 2, "ap.mid");
-  apMid->addIncoming(ap, entry);
-  apMid->addIncoming(apNext, mainBB);
-  auto* bpMid = b_.CreatePHI(ptrTy_, 2, "bp.mid");
-  bpMid->addIncoming(bp, entry);
-  bpMid->addIncoming(bpNext, mainBB);
-  Accs accMid(nacc);
-  for (int a = 0; a < nacc; ++a) {
+  b_.SetInsertPoint(mid);
+  Accs accMid;
+  for (size_t i = 0; i < zeros.size(); ++i) {
     auto* phi = b_.CreatePHI(vecTy_, 2, "acc.mid");
-    phi->addIncoming(zero, entry);
-    phi->addIncoming(acc[a], mainBB);
-    accMid[a] = phi;
+    phi->addIncoming(zeros[i], entry);
+    phi->addIncoming(accMain[i], mainExit);
+    accMid.push_back(phi);
   }
-  b_.CreateCondBr(b_.CreateICmpSLT(kMain, kc), remBB, epiBB);
+  auto* remPre = llvm::BasicBlock::Create(ctx_, "k.rem.pre", fn_);
+  auto* epi = llvm::BasicBlock::Create(ctx_, "epilogue", fn_);
+  b_.CreateCondBr(b_.CreateICmpSLT(kMain, kc), remPre, epi);
+  b_.SetInsertPoint(remPre);
+  Accs accRem = emitLoop(kMain, kc, 1, accMid, "k.rem");
+  auto* remExit = b_.GetInsertBlock();
+  b_.CreateBr(epi);
 
-  // Remainder loop: one k step per trip for the last kc % kUnroll steps.
-  b_.SetInsertPoint(remBB);
-  auto* k2 = b_.CreatePHI(i64_, 2, "k.rem");
-  auto* ap2 = b_.CreatePHI(ptrTy_, 2, "ap.rem");
-  auto* bp2 = b_.CreatePHI(ptrTy_, 2, "bp.rem");
-  Accs acc2Phi(nacc);
-  for (int a = 0; a < nacc; ++a) acc2Phi[a] = b_.CreatePHI(vecTy_, 2, "acc.rem");
-  Accs acc2(acc2Phi.begin(), acc2Phi.end());
-  emitStep(acc2, ap2, bp2, 0);
-  auto* k2Next = b_.CreateAdd(k2, c64(1));
-  auto* ap2Next = b_.CreateConstInBoundsGEP1_64(elemTy_, ap2, cfg_.mr);
-  auto* bp2Next = b_.CreateConstInBoundsGEP1_64(elemTy_, bp2, cfg_.nr);
-  b_.CreateCondBr(b_.CreateICmpSLT(k2Next, kc), remBB, epiBB);
-  k2->addIncoming(kMain, midBB);
-  k2->addIncoming(k2Next, remBB);
-  ap2->addIncoming(apMid, midBB);
-  ap2->addIncoming(ap2Next, remBB);
-  bp2->addIncoming(bpMid, midBB);
-  bp2->addIncoming(bp2Next, remBB);
-  for (int a = 0; a < nacc; ++a) {
-    llvm::cast<llvm::PHINode>(acc2Phi[a])->addIncoming(accMid[a], midBB);
-    llvm::cast<llvm::PHINode>(acc2Phi[a])->addIncoming(acc2[a], remBB);
-  }
-
-  // Epilogue: scale and write the tile.
-  b_.SetInsertPoint(epiBB);
-  Accs accEnd(nacc);
-  for (int a = 0; a < nacc; ++a) {
+  b_.SetInsertPoint(epi);
+  Accs accEnd;
+  for (size_t i = 0; i < zeros.size(); ++i) {
     auto* phi = b_.CreatePHI(vecTy_, 2, "acc.end");
-    phi->addIncoming(accMid[a], midBB);
-    phi->addIncoming(acc2[a], remBB);
-    accEnd[a] = phi;
+    phi->addIncoming(accMid[i], mid);
+    phi->addIncoming(accRem[i], remExit);
+    accEnd.push_back(phi);
   }
   emitStore(accEnd, c, ldc, mr, nr, alpha, beta);
   return fn_;
@@ -325,9 +332,9 @@ llvm::Function* MicroKernelEmitter::emit(std::string_view name) {
 }  // namespace
 
 llvm::Function* emitGemmMicroKernel(llvm::Module& module, const GemmKernelConfig& config,
-                                    std::string_view name) {
+                                    std::string_view name, GemmAForm form) {
   config.validate();
-  return MicroKernelEmitter(module, config).emit(name);
+  return MicroKernelEmitter(module, config, form).emit(name);
 }
 
 }  // namespace tgc::codegen

@@ -7,6 +7,9 @@
 //   for k < kc:  acc[i][j] = fma(splat(Ap[k*MR + i]), Bp[k*NR + j*lanes ...], acc[i][j])
 //   C[i*ldc + j] = alpha * acc[i][j] + beta * C[i*ldc + j]    (C not read when beta == 0)
 //
+// A second form reads A unpacked from a row-major matrix (lda apart), for products whose
+// A would be reused too little to repay packing (few columns of B).
+//
 // Only the top-left mr x nr of the tile is written (masked stores on the right edge,
 // rows >= mr skipped), so the packed buffers are zero-padded to whole slivers and edge
 // tiles run the same inner loop as full ones.
@@ -39,6 +42,9 @@ struct GemmKernelConfig {
   // Cache blocking: kc x nr slivers of B stay in L1, mc x kc blocks of A in L2, kc x nc
   // panels of B in L3. mc is a multiple of mr, nc of nr.
   int64_t kc = 256, mc = 144, nc = 4080;
+  // Products with n <= directAMaxN and A not transposed read A unpacked (GemmAForm::direct):
+  // each A sliver serves only n / nr tiles, too few to repay packing it.
+  int64_t directAMaxN = 0;
 
   // The register tile and blocking for a target: 6x16 (f32) / 6x8 (f64) with 256-bit
   // vectors (AVX2), 12x32 / 12x16 with AVX-512, 6x8 / 6x4 with 128-bit vectors.
@@ -51,13 +57,22 @@ struct GemmKernelConfig {
   int elementBytes() const { return dtype == DType::f64 ? 8 : 4; }
 };
 
-// The C signature of the generated micro-kernel, for T = float or double.
+// Where the micro-kernel reads A from.
+enum class GemmAForm {
+  packed,  // a packed sliver: A(i, k) = ap[k*MR + i]
+  direct,  // A itself, row-major: A(i, k) = a[i*lda + k]; rows >= mr are not read
+};
+
+// The C signatures of the generated micro-kernels, for T = float or double.
 template <class T>
 using GemmMicroKernel = void(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc,
                              int64_t mr, int64_t nr, T alpha, T beta);
+template <class T>
+using GemmMicroKernelDirectA = void(int64_t kc, const T* a, int64_t lda, const T* bp, T* c,
+                                    int64_t ldc, int64_t mr, int64_t nr, T alpha, T beta);
 
 // Adds the micro-kernel to `module` as an external function named `name`.
 llvm::Function* emitGemmMicroKernel(llvm::Module& module, const GemmKernelConfig& config,
-                                    std::string_view name);
+                                    std::string_view name, GemmAForm form = GemmAForm::packed);
 
 }  // namespace tgc::codegen

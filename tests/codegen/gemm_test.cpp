@@ -11,6 +11,9 @@
 #include <memory>
 #include <ostream>
 #include <random>
+#include <stdexcept>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -20,7 +23,9 @@
 namespace tgc::codegen {
 
 // Names the kernel configuration in test failures instead of dumping its bytes.
-void PrintTo(const GemmKernelConfig& c, std::ostream* os) { *os << c.name() << " kc=" << c.kc; }
+void PrintTo(const GemmKernelConfig& c, std::ostream* os) {
+  *os << c.name() << " kc=" << c.kc << " directAMaxN=" << c.directAMaxN;
+}
 
 namespace {
 
@@ -123,6 +128,8 @@ struct EngineSet {
 };
 
 const GemmEngine& hostEngine(DType t) { return GemmEngine::host(t); }
+
+constexpr int64_t kAlwaysDirect = int64_t{1} << 40;
 
 struct Shape3 {
   int64_t m, n, k;
@@ -283,7 +290,7 @@ TEST_P(GemmConfigs, MatchesReference) {
 }
 
 GemmKernelConfig makeConfig(DType t, int lanes, int mr, int nr, int unroll, bool fma, int64_t kc,
-                            int64_t mcSlivers, int64_t ncSlivers) {
+                            int64_t mcSlivers, int64_t ncSlivers, int64_t directAMaxN = 0) {
   GemmKernelConfig c;
   c.dtype = t;
   c.lanes = lanes;
@@ -294,6 +301,7 @@ GemmKernelConfig makeConfig(DType t, int lanes, int mr, int nr, int unroll, bool
   c.kc = kc;
   c.mc = mr * mcSlivers;
   c.nc = nr * ncSlivers;
+  c.directAMaxN = directAMaxN;
   return c;
 }
 
@@ -305,8 +313,58 @@ INSTANTIATE_TEST_SUITE_P(
                       makeConfig(DType::f32, 4, 6, 8, 2, false, 64, 4, 8),          // SSE
                       makeConfig(DType::f64, 2, 3, 4, 3, true, 7, 2, 3),            // tiny blocks
                       makeConfig(DType::f32, 8, 6, 16, 4, true, 9, 1, 2),           // tiny blocks
-                      makeConfig(DType::f32, 8, 1, 8, 1, true, 16, 3, 1)),          // 1-row tile
-    [](const auto& p) { return p.param.name() + "_kc" + std::to_string(p.param.kc); });
+                      makeConfig(DType::f32, 8, 1, 8, 1, true, 16, 3, 1),           // 1-row tile
+                      // A read unpacked (GemmAForm::direct) whenever it is not transposed:
+                      makeConfig(DType::f32, 8, 6, 16, 4, true, 256, 24, 255, kAlwaysDirect),
+                      makeConfig(DType::f32, 16, 12, 32, 4, true, 13, 2, 3, kAlwaysDirect),
+                      makeConfig(DType::f64, 4, 6, 8, 3, true, 10, 2, 2, kAlwaysDirect)),
+    [](const auto& p) {
+      return p.param.name() + "_kc" + std::to_string(p.param.kc) + (p.param.directAMaxN ? "_direct" : "");
+    });
+
+// `n` elements that end exactly where an inaccessible page begins: any read or write
+// past the end faults.
+template <class T>
+class GuardedArray {
+ public:
+  explicit GuardedArray(size_t n) : n_(n) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = (n * sizeof(T) + page - 1) / page * page;
+    size_ = bytes + page;
+    base_ = static_cast<char*>(mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+    mprotect(base_ + bytes, page, PROT_NONE);
+    data_ = reinterpret_cast<T*>(base_ + bytes) - n;
+    for (size_t i = 0; i < n; ++i) data_[i] = static_cast<T>(0.25 * static_cast<double>(i % 7));
+  }
+  ~GuardedArray() { munmap(base_, size_); }
+  T* data() { return data_; }
+
+ private:
+  size_t n_, size_;
+  char* base_;
+  T* data_;
+};
+
+// Edge tiles, masked stores and unpacked A stay inside the operands (a stray access
+// past any of them crashes the test).
+TEST(Gemm, NeverTouchesMemoryPastTheOperands) {
+  for (int64_t directAMaxN : {int64_t{0}, kAlwaysDirect}) {
+    GemmKernelConfig cfg = GemmKernelConfig::forTarget(TargetSpec::host(), DType::f32);
+    cfg.directAMaxN = directAMaxN;
+    EngineSet set(cfg);
+    ThreadPool pool(2);
+    for (auto s : std::vector<Shape3>{{7, 13, 5}, {1, 1, 1}, {13, 3, 17}, {25, 33, 9}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          GemmDesc d = GemmDesc::contiguous(DType::f32, s.m, s.n, s.k, ta, tb);
+          d.beta = 1.0;
+          GuardedArray<float> a(storedA(d)), b(storedB(d)), c(storedC(d));
+          set.engine->run(d, a.data(), b.data(), c.data(), &pool);
+          EXPECT_TRUE(std::isfinite(c.data()[storedC(d) - 1]));
+        }
+  }
+}
 
 // The micro-kernel compiles to FMAs on full vector registers of the host.
 TEST(GemmKernel, AssemblyUsesHostVectorFmas) {
