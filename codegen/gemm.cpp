@@ -134,7 +134,16 @@ struct Kernels {
   GemmMicroKernelDirectA<T>* direct;
 };
 
+// Packed B is kept to about this size (the k x nc panels of all of K), so that it stays in
+// the last-level cache while every row block of A streams past it.
+constexpr int64_t kPackedBBytes = 4 << 20;
+
 // One product C = alpha * op(A) op(B) + beta * C, split over `pool` when it is given.
+//
+// For each block of nc columns, B is packed for all of K at once (by all threads), then
+// blocks of rows (or, for few rows, of B slivers) are handed out dynamically; each walks
+// all of K, packing its A rows kc columns at a time. So there is one barrier per column
+// block, not two per kc step, and a block of C is finished while it is still in cache.
 template <class T>
 void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, const T* a,
              const T* b, T* c, ThreadPool* pool) {
@@ -146,64 +155,83 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
   const int64_t MR = cfg.mr, NR = cfg.nr;
   const int threads = pool ? pool->numThreads() : 1;
   const int64_t mSlivers = ceilDiv(d.m, MR);
+  const int64_t kBlocks = ceilDiv(d.k, cfg.kc);
   // Few columns: each A sliver would serve too few tiles to repay packing it.
   const bool directA = !d.transA && d.n <= cfg.directAMaxN;
+  const int64_t nc = std::clamp<int64_t>(kPackedBBytes / static_cast<int64_t>(sizeof(T)) / d.k / NR * NR, NR, cfg.nc);
 
-  for (int64_t jc = 0; jc < d.n; jc += cfg.nc) {
-    const int64_t ncur = std::min(cfg.nc, d.n - jc);
+  for (int64_t jc = 0; jc < d.n; jc += nc) {
+    const int64_t ncur = std::min(nc, d.n - jc);
     const int64_t nSlivers = ceilDiv(ncur, NR);
-    for (int64_t pc = 0; pc < d.k; pc += cfg.kc) {
-      const int64_t kcur = std::min(cfg.kc, d.k - pc);
-      const T betaNow = pc == 0 ? beta : T(1);  // later k blocks accumulate
+    // The kc x (nSlivers * NR) panel of k block pc starts at bp + pc * panelRow.
+    const int64_t panelRow = nSlivers * NR;
+    T* bp = tPackB.get<T>(d.k * panelRow);
 
-      T* bp = tPackB.get<T>(nSlivers * kcur * NR);
-      auto packPanel = [&](int64_t s0, int64_t s1) {
-        pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp);
-      };
-      if (threads > 1 && nSlivers * kcur * NR >= 32768)
-        pool->parallelFor(nSlivers, packPanel);
-      else
-        packPanel(0, nSlivers);
+    // Packing work: (k block, sliver) units; a range of them packs sliver runs per block.
+    auto packUnits = [&](int64_t u0, int64_t u1) {
+      for (int64_t kb = u0 / nSlivers; kb * nSlivers < u1; ++kb) {
+        const int64_t s0 = std::max(u0, kb * nSlivers) - kb * nSlivers;
+        const int64_t s1 = std::min(u1, (kb + 1) * nSlivers) - kb * nSlivers;
+        const int64_t pc = kb * cfg.kc;
+        pack::packB(b, d.ldb, d.transB, jc, ncur, pc, std::min(cfg.kc, d.k - pc), cfg.nr, s0, s1,
+                    bp + pc * panelRow);
+      }
+    };
+    const int64_t units = kBlocks * nSlivers;
+    if (threads > 1 && d.k * panelRow >= 32768)
+      pool->parallelForDynamic(units, ceilDiv(units, 4 * threads), packUnits);
+    else
+      packUnits(0, units);
 
-      // Rows [i0, i0 + rows) times B slivers [js0, js1): pack A in mc blocks (unless read
-      // directly), then walk the tiles with the B sliver (L1) outer and the A slivers (L2)
-      // inner.
-      auto macro = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
-        for (int64_t ic = i0; ic < i0 + rows; ic += cfg.mc) {
-          const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
-          const int64_t aSlivers = ceilDiv(mcur, MR);
+    // Rows [i0, i0 + rows) times B slivers [js0, js1), over all of K: per kc step, pack
+    // A (unless read directly), then walk the tiles with the B sliver (L1) outer and the
+    // A slivers (L2) inner.
+    auto work = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
+      for (int64_t ic = i0; ic < i0 + rows; ic += cfg.mc) {
+        const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
+        const int64_t aSlivers = ceilDiv(mcur, MR);
+        for (int64_t pc = 0; pc < d.k; pc += cfg.kc) {
+          const int64_t kcur = std::min(cfg.kc, d.k - pc);
+          const T betaNow = pc == 0 ? beta : T(1);  // later k blocks accumulate
           T* ap = nullptr;
           if (!directA) {
             ap = tPackA.get<T>(aSlivers * MR * kcur);
             pack::packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
           }
+          const T* panel = bp + pc * panelRow;
           for (int64_t js = js0; js < js1; ++js) {
             const int64_t nr = std::min(NR, ncur - js * NR);
-            const T* bs = bp + js * kcur * NR;
+            const T* bs = panel + js * kcur * NR;
             T* cj = c + jc + js * NR;
             for (int64_t is = 0; is < aSlivers; ++is) {
               const int64_t mr = std::min(MR, mcur - is * MR);
               T* ct = cj + (ic + is * MR) * d.ldc;
               if (directA)
-                kern.direct(kcur, a + (ic + is * MR) * d.lda + pc, d.lda, bs, ct, d.ldc, mr, nr, alpha,
-                            betaNow);
+                kern.direct(kcur, a + (ic + is * MR) * d.lda + pc, d.lda, bs, ct, d.ldc, mr, nr,
+                            alpha, betaNow);
               else
                 kern.packed(kcur, ap + is * kcur * MR, bs, ct, d.ldc, mr, nr, alpha, betaNow);
             }
           }
         }
-      };
-      if (threads == 1) {
-        macro(0, d.m, 0, nSlivers);
-      } else if (mSlivers >= 2 * threads || mSlivers >= nSlivers) {
-        // Rows: each thread packs its own A rows; the B panel is shared.
-        pool->parallelFor(mSlivers, [&](int64_t s0, int64_t s1) {
-          macro(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers);
-        });
-      } else {
-        // Few rows, many columns: split the B slivers; each thread packs all of A.
-        pool->parallelFor(nSlivers, [&](int64_t s0, int64_t s1) { macro(0, d.m, s0, s1); });
       }
+    };
+    // The threads take chunks of about a third of their share from a counter, so that
+    // the work balances itself when a core is slowed by other load.
+    if (threads == 1) {
+      work(0, d.m, 0, nSlivers);
+    } else if (mSlivers >= 2 * threads || mSlivers >= nSlivers) {
+      // Rows: each chunk packs its own A rows; B is shared. Chunks of at most mc rows,
+      // and of at least 4 slivers, so that B slivers are reused from L1.
+      const int64_t chunk = std::clamp<int64_t>(ceilDiv(mSlivers, 3 * threads), std::min<int64_t>(4, mSlivers),
+                                                cfg.mc / MR);
+      pool->parallelForDynamic(mSlivers, chunk, [&](int64_t s0, int64_t s1) {
+        work(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers);
+      });
+    } else {
+      // Few rows, many columns: split the B slivers; each chunk packs all of A (small).
+      pool->parallelForDynamic(nSlivers, ceilDiv(nSlivers, 3 * threads),
+                               [&](int64_t s0, int64_t s1) { work(0, d.m, s0, s1); });
     }
   }
 }
@@ -259,7 +287,7 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
   const int threads = pool.numThreads();
   // Whole products per thread when they share out evenly; else each one split.
   if (threads > 1 && count >= threads && (count % threads == 0 || count >= 4 * threads)) {
-    pool.parallelFor(count, [&](int64_t b0, int64_t b1) {
+    pool.parallelForDynamic(count, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i) item(i, nullptr);
     });
   } else {

@@ -138,4 +138,20 @@ void ThreadPool::parallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
   });
 }
 
+void ThreadPool::parallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  if (chunks <= 1 || numThreads() == 1 || tInsideParallel) {
+    for (int64_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  runOnThreads(static_cast<int>(std::min<int64_t>(numThreads(), chunks)), [&](int) {
+    for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
+         c = next.fetch_add(1, std::memory_order_relaxed))
+      fn(c * chunk, std::min(n, (c + 1) * chunk));
+  });
+}
+
 }  // namespace tgc

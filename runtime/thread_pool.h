@@ -41,6 +41,11 @@ class ThreadPool {
   // first one, after all chunks have finished).
   void parallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
+  // Runs fn on the chunks [i, i + chunk) of [0, n) (the last one shorter), the threads
+  // taking chunks from a shared counter until none are left: work spreads itself when chunks cost unequal time, or when a
+  // thread is slowed by other load on its core.
+  void parallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn);
+
   // Runs fn(t) for t = 0..tasks-1 (tasks is capped at numThreads()), one task per thread,
   // for work that splits itself. Tasks must not wait for each other: a nested call runs
   // them one after another.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -46,6 +48,41 @@ TEST(ThreadPool, ChunksAreBalancedAndOnDistinctThreads) {
   for (int64_t s : sizes) EXPECT_TRUE(s == 250 || s == 251) << s;
   EXPECT_EQ(ids.size(), 4u);
   EXPECT_TRUE(ids.count(std::this_thread::get_id())) << "the caller runs a chunk too";
+}
+
+TEST(ThreadPool, DynamicChunksCoverRangeExactlyOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 5, 100, 1001})
+      for (int64_t chunk : {1, 3, 64, 5000}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<int64_t> calls{0};
+        pool.parallelForDynamic(n, chunk, [&](int64_t b, int64_t e) {
+          ASSERT_LT(b, e);
+          ASSERT_LE(e - b, chunk);
+          calls++;
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " chunk=" << chunk;
+        EXPECT_EQ(calls.load(), (n + chunk - 1) / chunk);
+      }
+  }
+}
+
+// A thread held up in one chunk does not hold up the others' chunks.
+TEST(ThreadPool, DynamicChunksFlowToFreeThreads) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::map<std::thread::id, int> perThread;
+  pool.parallelForDynamic(40, 1, [&](int64_t b, int64_t) {
+    if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard lock(mu);
+    perThread[std::this_thread::get_id()]++;
+  });
+  ASSERT_EQ(perThread.size(), 2u);
+  int most = 0;
+  for (auto& [id, n] : perThread) most = std::max(most, n);
+  EXPECT_GE(most, 30) << "the thread that was not held up took most chunks";
 }
 
 TEST(ThreadPool, GrainLimitsTheNumberOfChunks) {
