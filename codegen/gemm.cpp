@@ -202,16 +202,11 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
           for (int64_t js = js0; js < js1; ++js) {
             const int64_t nr = std::min(NR, ncur - js * NR);
             const T* bs = panel + js * kcur * NR;
-            T* cj = c + jc + js * NR;
-            for (int64_t is = 0; is < aSlivers; ++is) {
-              const int64_t mr = std::min(MR, mcur - is * MR);
-              T* ct = cj + (ic + is * MR) * d.ldc;
-              if (directA)
-                kern.direct(kcur, a + (ic + is * MR) * d.lda + pc, d.lda, bs, ct, d.ldc, mr, nr,
-                            alpha, betaNow);
-              else
-                kern.packed(kcur, ap + is * kcur * MR, bs, ct, d.ldc, mr, nr, alpha, betaNow);
-            }
+            T* ct = c + ic * d.ldc + jc + js * NR;
+            if (directA)
+              kern.direct(kcur, a + ic * d.lda + pc, d.lda, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
+            else
+              kern.packed(kcur, ap, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
           }
         }
       }

@@ -49,15 +49,14 @@ void GemmKernelConfig::validate() const {
   if (mr < 1 || mr > 64) bad("mr must be in 1..64");
   if (nr < 1 || nr % lanes != 0) bad("nr must be a positive multiple of lanes");
   if (kUnroll < 1 || kUnroll > 16) bad("kUnroll must be in 1..16");
-  if (prefetchA < 0 || prefetchA > 65536) bad("prefetchA must be in 0..65536");
   if (directAMaxN < 0) bad("directAMaxN must be >= 0");
   if (kc < 1 || mc < mr || mc % mr != 0 || nc < nr || nc % nr != 0)
     bad("need kc >= 1, mc a multiple of mr, nc a multiple of nr");
 }
 
 std::string GemmKernelConfig::name() const {
-  return fmt::format("{}_{}x{}_v{}_u{}{}{}", dtypeName(dtype), mr, nr, lanes, kUnroll,
-                     fma ? "" : "_nofma", prefetchA > 0 ? fmt::format("_pa{}", prefetchA) : "");
+  return fmt::format("{}_{}x{}_v{}_u{}{}", dtypeName(dtype), mr, nr, lanes, kUnroll,
+                     fma ? "" : "_nofma");
 }
 
 namespace {
@@ -74,9 +73,14 @@ class MicroKernelEmitter {
     nvec_ = cfg.nr / cfg.lanes;
   }
 
+  // The kernel `name`: a loop over the MR-row slivers of a block of rows, each tile
+  // computed by an inlined copy of the tile function.
   llvm::Function* emit(std::string_view name);
 
  private:
+  llvm::FunctionType* signature();
+  // One MR x NR tile (rows >= mr skipped): an internal function, always inlined.
+  llvm::Function* emitTile(const std::string& name);
   using Accs = std::vector<llvm::Value*>;  // mr * nvec, row-major
 
   llvm::Value* c64(int64_t v) { return llvm::ConstantInt::get(i64_, v); }
@@ -152,8 +156,6 @@ MicroKernelEmitter::Accs MicroKernelEmitter::emitLoop(llvm::Value* kBegin, llvm:
     phis.push_back(b_.CreatePHI(vecTy_, 2, "acc"));
     acc.push_back(phis.back());
   }
-  if (form_ == GemmAForm::packed && cfg_.prefetchA > 0 && unroll > 1)
-    prefetch(b_.CreateConstGEP1_64(b_.getInt8Ty(), aAddr(0, k), cfg_.prefetchA), 0);
   for (int s = 0; s < unroll; ++s) emitStep(acc, s == 0 ? k : b_.CreateAdd(k, c64(s)));
   auto* kNext = b_.CreateAdd(k, c64(unroll));
   b_.CreateCondBr(b_.CreateICmpSLT(kNext, kEnd), loop, exit);
@@ -237,22 +239,71 @@ void MicroKernelEmitter::emitStore(const Accs& acc, llvm::Value* c, llvm::Value*
   b_.CreateRetVoid();
 }
 
+llvm::FunctionType* MicroKernelEmitter::signature() {
+  std::vector<llvm::Type*> params = {i64_, ptrTy_};  // kc, A
+  if (form_ == GemmAForm::direct) params.push_back(i64_);  // lda
+  for (llvm::Type* t : {ptrTy_, ptrTy_, i64_, i64_, i64_, elemTy_, elemTy_}) params.push_back(t);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), params, false);
+}
+
 llvm::Function* MicroKernelEmitter::emit(std::string_view name) {
   const bool direct = form_ == GemmAForm::direct;
-  std::vector<llvm::Type*> params = {i64_, ptrTy_};  // kc, A
-  if (direct) params.push_back(i64_);                 // lda
-  for (llvm::Type* t : {ptrTy_, ptrTy_, i64_, i64_, i64_, elemTy_, elemTy_}) params.push_back(t);
-  auto* fty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), params, false);
-  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage,
-                               llvm::StringRef(name.data(), name.size()), m_);
-  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  const std::string outer(name);
+  llvm::Function* tile = emitTile(outer + ".tile");
+
+  auto* fn = llvm::Function::Create(signature(), llvm::Function::ExternalLinkage, outer, m_);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
   const unsigned o = direct ? 1 : 0;  // arguments after A shift by one for lda
+  for (unsigned a : {1u, 2u + o, 3u + o}) {
+    fn->addParamAttr(a, llvm::Attribute::NoAlias);
+    fn->addParamAttr(a, llvm::Attribute::NoCapture);
+  }
+  fn->addParamAttr(1, llvm::Attribute::ReadOnly);
+  fn->addParamAttr(2 + o, llvm::Attribute::ReadOnly);
+  std::vector<llvm::Value*> args;
+  for (auto& arg : fn->args()) args.push_back(&arg);
+  llvm::Value* kc = args[0];
+  llvm::Value* a = args[1];
+  llvm::Value* lda = direct ? args[2] : nullptr;
+  llvm::Value* c = args[3 + o];
+  llvm::Value* ldc = args[4 + o];
+  llvm::Value* m = args[5 + o];
+  m->setName("m");
+
+  // for (s = 0; s * MR < m; ++s) tile(A sliver s, C rows s*MR.., min(MR, m - s*MR) rows)
+  auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn);
+  auto* loop = llvm::BasicBlock::Create(ctx_, "sliver", fn);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
+  b_.SetInsertPoint(entry);
+  b_.CreateCondBr(b_.CreateICmpSGT(m, c64(0)), loop, exit);
+  b_.SetInsertPoint(loop);
+  auto* row = b_.CreatePHI(i64_, 2, "row");
+  std::vector<llvm::Value*> call = args;
+  call[1] = direct ? b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, lda))
+                   : b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, kc));  // slivers are kc*MR apart
+  call[3 + o] = b_.CreateInBoundsGEP(elemTy_, c, b_.CreateMul(row, ldc));
+  auto* left = b_.CreateSub(m, row);
+  call[5 + o] = b_.CreateSelect(b_.CreateICmpSLT(left, c64(cfg_.mr)), left, c64(cfg_.mr), "mr");
+  b_.CreateCall(tile, call);
+  auto* next = b_.CreateAdd(row, c64(cfg_.mr));
+  b_.CreateCondBr(b_.CreateICmpSLT(next, m), loop, exit);
+  row->addIncoming(c64(0), entry);
+  row->addIncoming(next, loop);
+  b_.SetInsertPoint(exit);
+  b_.CreateRetVoid();
+  return fn;
+}
+
+llvm::Function* MicroKernelEmitter::emitTile(const std::string& name) {
+  const bool direct = form_ == GemmAForm::direct;
+  fn_ = llvm::Function::Create(signature(), llvm::Function::InternalLinkage, name, m_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  fn_->addFnAttr(llvm::Attribute::AlwaysInline);
+  const unsigned o = direct ? 1 : 0;
   for (unsigned a : {1u, 2u + o, 3u + o}) {
     fn_->addParamAttr(a, llvm::Attribute::NoAlias);
     fn_->addParamAttr(a, llvm::Attribute::NoCapture);
   }
-  fn_->addParamAttr(1, llvm::Attribute::ReadOnly);
-  fn_->addParamAttr(2 + o, llvm::Attribute::ReadOnly);
   auto* args = fn_->arg_begin();
   llvm::Value* kc = &args[0];
   llvm::Value* a = &args[1];

@@ -7,12 +7,16 @@
 //   for k < kc:  acc[i][j] = fma(splat(Ap[k*MR + i]), Bp[k*NR + j*lanes ...], acc[i][j])
 //   C[i*ldc + j] = alpha * acc[i][j] + beta * C[i*ldc + j]    (C not read when beta == 0)
 //
-// A second form reads A unpacked from a row-major matrix (lda apart), for products whose
-// A would be reused too little to repay packing (few columns of B).
-//
 // Only the top-left mr x nr of the tile is written (masked stores on the right edge,
 // rows >= mr skipped), so the packed buffers are zero-padded to whole slivers and edge
 // tiles run the same inner loop as full ones.
+//
+// The generated function runs that tile code (inlined) over all the MR-row slivers of a
+// block of m rows against one B sliver, so one call covers a column of tiles: the call
+// overhead is paid once per B sliver, not once per tile.
+//
+// A second form reads A unpacked from a row-major matrix (lda apart), for products whose
+// A would be reused too little to repay packing it (few columns of B).
 #pragma once
 
 #include <cstdint>
@@ -36,9 +40,6 @@ struct GemmKernelConfig {
   int mr = 6, nr = 16;       // register tile; nr is a multiple of lanes
   int kUnroll = 4;           // k steps per trip of the inner loop
   bool fma = true;           // llvm.fma (the target has FMA units) or llvm.fmuladd
-  // Software prefetch of the A sliver this many bytes ahead of the loads, once per trip
-  // of the inner loop (0: none). A streams from L2; the hardware prefetcher alone lags.
-  int prefetchA = 0;
   // Cache blocking: kc x nr slivers of B stay in L1, mc x kc blocks of A in L2, kc x nc
   // panels of B in L3. mc is a multiple of mr, nc of nr.
   int64_t kc = 256, mc = 144, nc = 4080;
@@ -59,17 +60,18 @@ struct GemmKernelConfig {
 
 // Where the micro-kernel reads A from.
 enum class GemmAForm {
-  packed,  // a packed sliver: A(i, k) = ap[k*MR + i]
-  direct,  // A itself, row-major: A(i, k) = a[i*lda + k]; rows >= mr are not read
+  packed,  // packed slivers, kc * MR apart: A(i, k) = ap[(i / MR)*kc*MR + k*MR + i % MR]
+  direct,  // A itself, row-major: A(i, k) = a[i*lda + k]; rows >= m are not read
 };
 
-// The C signatures of the generated micro-kernels, for T = float or double.
+// The C signatures of the generated kernels, for T = float or double: C (m x nr, m any
+// size >= 0, nr <= NR) = alpha * A (m x kc) * Bp (one packed sliver) + beta * C.
 template <class T>
 using GemmMicroKernel = void(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc,
-                             int64_t mr, int64_t nr, T alpha, T beta);
+                             int64_t m, int64_t nr, T alpha, T beta);
 template <class T>
 using GemmMicroKernelDirectA = void(int64_t kc, const T* a, int64_t lda, const T* bp, T* c,
-                                    int64_t ldc, int64_t mr, int64_t nr, T alpha, T beta);
+                                    int64_t ldc, int64_t m, int64_t nr, T alpha, T beta);
 
 // Adds the micro-kernel to `module` as an external function named `name`.
 llvm::Function* emitGemmMicroKernel(llvm::Module& module, const GemmKernelConfig& config,
