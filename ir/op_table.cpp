@@ -249,7 +249,7 @@ std::vector<TensorType> inferSlice(const InferContext& c) {
     fail(fmt::format("range [{}, {}) is not within dim {} (size {}) of {}", start, end, axis,
                      dim, x.str()));
   Shape out = x.shape;
-  out[axis] = (end - start + step - 1) / step;
+  out[axis] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil; no overflow for any step
   return {TensorType{x.dtype, out}};
 }
 
