@@ -34,7 +34,8 @@ std::string escape(std::string_view s) {
 // Long attribute lists (a constant's values) are cut so the box stays readable.
 std::string attrLine(const Node& n) {
   std::string s;
-  for (const auto& [k, v] : n.attrs()) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, attrToString(v));
+  for (const auto& [k, v] : n.attrs())
+    s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, attrToString(v));
   if (s.size() > 60) {
     size_t cut = 57;
     while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8
@@ -69,9 +70,12 @@ std::string graphToDot(const Graph& g) {
       }
     }
     std::string style;
-    if (n.op() == OpKind::Input) style += ", shape=invhouse, fillcolor=lightblue";
-    else if (n.op() == OpKind::Constant) style += ", fillcolor=lightgrey";
-    else if (isOutput) style += ", fillcolor=palegreen";
+    if (n.op() == OpKind::Input)
+      style += ", shape=invhouse, fillcolor=lightblue";
+    else if (n.op() == OpKind::Constant)
+      style += ", fillcolor=lightgrey";
+    else if (isOutput)
+      style += ", fillcolor=palegreen";
     if (isOutput) style += ", peripheries=2";
     s += fmt::format("  n{} [label=\"{}\"{}];\n", i, label, style);
   }

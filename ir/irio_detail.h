@@ -22,19 +22,17 @@ namespace tgc::irio {
 // later arithmetic on sizes can overflow int64 and no one allocates from a hostile file.
 inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 
-// Why `s` is too large to accept ("more than 2^40 elements"), or nullopt. Negative dims
+// Why `s` is too large to accept, or nullopt. The product of the nonzero dims is bounded
+// (not just the element count), since numElements multiplies left to right. Negative dims
 // are left to the caller.
 inline std::optional<std::string> shapeTooLarge(const Shape& s) {
   int64_t n = 1;
-  bool over = false, empty = false;
   for (int64_t d : s) {
     if (d > kMaxElements) return fmt::format("dimension {} is larger than 2^40", d);
-    if (d < 0) return std::nullopt;
-    if (d == 0) empty = true;
-    else if (!over && n > kMaxElements / d) over = true;
-    else if (!over) n *= d;
+    if (d <= 0) continue;
+    if (n > kMaxElements / d) return std::string("its dimensions multiply to more than 2^40");
+    n *= d;
   }
-  if (over && !empty) return std::string("more than 2^40 elements");
   return std::nullopt;
 }
 
@@ -42,7 +40,8 @@ inline std::optional<std::string> shapeTooLarge(const Shape& s) {
 inline std::optional<std::string> attrTooLarge(const std::string& name, const Attr& a) {
   if (name != "shape" || !std::holds_alternative<std::vector<int64_t>>(a)) return std::nullopt;
   const auto& shape = std::get<std::vector<int64_t>>(a);
-  if (auto why = shapeTooLarge(shape)) return fmt::format("shape {} is too large ({})", shapeStr(shape), *why);
+  if (auto why = shapeTooLarge(shape))
+    return fmt::format("shape {} is too large ({})", shapeStr(shape), *why);
   return std::nullopt;
 }
 
@@ -88,11 +87,21 @@ inline bool isValidUtf8(std::string_view s) {
     auto b = static_cast<unsigned char>(s[i]);
     int len;
     uint32_t cp;
-    if (b < 0x80) { ++i; continue; }
-    if (b >= 0xC2 && b <= 0xDF) { len = 2; cp = b & 0x1F; }
-    else if (b >= 0xE0 && b <= 0xEF) { len = 3; cp = b & 0x0F; }
-    else if (b >= 0xF0 && b <= 0xF4) { len = 4; cp = b & 0x07; }
-    else return false;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    if (b >= 0xC2 && b <= 0xDF) {
+      len = 2;
+      cp = b & 0x1F;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      len = 3;
+      cp = b & 0x0F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      len = 4;
+      cp = b & 0x07;
+    } else
+      return false;
     if (i + len > s.size()) return false;
     for (int k = 1; k < len; ++k) {
       auto c = static_cast<unsigned char>(s[i + k]);
@@ -112,8 +121,10 @@ inline std::string shownName(std::string_view s) {
   std::string r;
   for (size_t i = 0; i < s.size() && i < 60; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7F) r += fmt::format("\\x{:02x}", c);
-    else r += static_cast<char>(c);
+    if (c < 0x20 || c == 0x7F)
+      r += fmt::format("\\x{:02x}", c);
+    else
+      r += static_cast<char>(c);
   }
   if (s.size() > 60) r += "...";
   return r;

@@ -84,7 +84,8 @@ class Reader {
 
  private:
   [[noreturn]] void fail(const std::string& path, std::string_view msg) const {
-    throw ParseError(fmt::format("{}: json: {}: {}", file_, path.empty() ? "(top level)" : path, msg));
+    throw ParseError(
+        fmt::format("{}: json: {}: {}", file_, path.empty() ? "(top level)" : path, msg));
   }
 
   static std::string join(const std::string& path, std::string_view key) {
@@ -93,16 +94,25 @@ class Reader {
 
   static std::string_view kindOf(const json& j) {
     switch (j.type()) {
-      case json::value_t::null: return "null";
-      case json::value_t::boolean: return "a bool";
+      case json::value_t::null:
+        return "null";
+      case json::value_t::boolean:
+        return "a bool";
       case json::value_t::number_integer:
-      case json::value_t::number_unsigned: return "an integer";
-      case json::value_t::number_float: return "a float";
-      case json::value_t::string: return "a string";
-      case json::value_t::array: return "an array";
-      case json::value_t::object: return "an object";
-      case json::value_t::binary: return "binary data";
-      case json::value_t::discarded: return "nothing";
+      case json::value_t::number_unsigned:
+        return "an integer";
+      case json::value_t::number_float:
+        return "a float";
+      case json::value_t::string:
+        return "a string";
+      case json::value_t::array:
+        return "an array";
+      case json::value_t::object:
+        return "an object";
+      case json::value_t::binary:
+        return "binary data";
+      case json::value_t::discarded:
+        return "nothing";
     }
     return "?";
   }
@@ -189,7 +199,8 @@ class Reader {
       if (!d.is_array() || d.size() != 2) wrongType(d, path, "a [name, size] pair");
       std::string name = string(d[0], path + "[0]");
       if (!irio::isIdentifier(name))
-        fail(path + "[0]", fmt::format("dim name \"{}\" is not an identifier", irio::shownName(name)));
+        fail(path + "[0]",
+             fmt::format("dim name \"{}\" is not an identifier", irio::shownName(name)));
       for (const auto& [n, s] : out)
         if (n == name) fail(path + "[0]", fmt::format("dim '{}' is bound twice", name));
       int64_t size = integer(d[1], path + "[1]");
@@ -221,8 +232,9 @@ class Reader {
     auto it = values_.find(name);
     if (it != values_.end()) return it->second;
     auto close = irio::closestName(name, order_);
-    fail(path, fmt::format("unknown value \"{}\"{}", irio::shownName(name),
-                           close ? fmt::format(" (did you mean \"{}\"?)", irio::shownName(*close)) : ""));
+    fail(path,
+         fmt::format("unknown value \"{}\"{}", irio::shownName(name),
+                     close ? fmt::format(" (did you mean \"{}\"?)", irio::shownName(*close)) : ""));
   }
 
   Attr attrValue(const AttrSpec& spec, const json& j, const std::string& path) const {
@@ -241,13 +253,15 @@ class Reader {
       case AttrKind::Ints: {
         if (!j.is_array()) wrongType(j, path, "an array of integers");
         std::vector<int64_t> v;
-        for (size_t i = 0; i < j.size(); ++i) v.push_back(integer(j[i], fmt::format("{}[{}]", path, i)));
+        for (size_t i = 0; i < j.size(); ++i)
+          v.push_back(integer(j[i], fmt::format("{}[{}]", path, i)));
         return v;
       }
       case AttrKind::Floats: {
         if (!j.is_array()) wrongType(j, path, "an array of numbers");
         std::vector<double> v;
-        for (size_t i = 0; i < j.size(); ++i) v.push_back(number(j[i], fmt::format("{}[{}]", path, i)));
+        for (size_t i = 0; i < j.size(); ++i)
+          v.push_back(number(j[i], fmt::format("{}[{}]", path, i)));
         return v;
       }
     }
@@ -310,7 +324,8 @@ class Reader {
           auto close = irio::closestName(k, known);
           fail(p, fmt::format("unknown attribute for '{}'{} ({})", info.name,
                               close ? fmt::format(" (did you mean '{}'?)", *close) : "",
-                              known.empty() ? "it has none" : fmt::format("known: {}", fmt::join(known, ", "))));
+                              known.empty() ? "it has none"
+                                            : fmt::format("known: {}", fmt::join(known, ", "))));
         }
         Attr a = attrValue(*spec, v, p);
         if (auto why = irio::attrTooLarge(k, a)) fail(p, *why);
@@ -319,7 +334,8 @@ class Reader {
     }
     for (const auto& s : info.attrs)
       if (!s.default_value && !attrs.count(s.name))
-        fail(join(attrsPath, s.name), fmt::format("missing required attribute ({})", attrKindName(s.kind)));
+        fail(join(attrsPath, s.name),
+             fmt::format("missing required attribute ({})", attrKindName(s.kind)));
 
     Node* node = nullptr;
     try {
@@ -351,7 +367,8 @@ json graphToJson(const Graph& g) {
   for (const auto& n : g.nodes()) {
     json results = json::array();
     for (size_t i = 0; i < n->numResults(); ++i)
-      results.push_back({{"name", n->result(i)->name()}, {"type", typeToJson(n->result(i)->type())}});
+      results.push_back(
+          {{"name", n->result(i)->name()}, {"type", typeToJson(n->result(i)->type())}});
     json operands = json::array();
     for (const Value* v : n->operands()) operands.push_back(v->name());
     json attrs = json::object();
@@ -363,7 +380,9 @@ json graphToJson(const Graph& g) {
   }
   json outputs = json::array();
   for (const Value* v : g.outputs()) outputs.push_back(v->name());
-  return json{{"graph", g.name()}, {"dims", std::move(dims)}, {"nodes", std::move(nodes)},
+  return json{{"graph", g.name()},
+              {"dims", std::move(dims)},
+              {"nodes", std::move(nodes)},
               {"outputs", std::move(outputs)}};
 }
 
@@ -372,14 +391,10 @@ std::unique_ptr<Graph> graphFromJson(const json& j, std::string_view filename) {
 }
 
 std::unique_ptr<Graph> graphFromJsonText(std::string_view text, std::string_view filename) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    // e.byte counts bytes read, the offending one included; find its line and column.
-    size_t at = e.byte > 0 ? std::min<size_t>(e.byte - 1, text.size()) : 0;
+  // The line and column of byte `offset`.
+  auto locAt = [&](size_t offset) {
     SourceLoc loc;
-    for (size_t i = 0; i < at; ++i) {
+    for (size_t i = 0; i < offset && i < text.size(); ++i) {
       if (text[i] == '\n') {
         ++loc.line;
         loc.col = 1;
@@ -387,11 +402,29 @@ std::unique_ptr<Graph> graphFromJsonText(std::string_view text, std::string_view
         ++loc.col;
       }
     }
+    return loc;
+  };
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line L,
-    // column C: what"; keep only "what", the location is ours.
+    // column C: what"; keep only "what", the location is ours. e.byte counts the bytes
+    // read, the offending one included.
     std::string msg = e.what();
     if (size_t p = msg.find(": "); p != std::string::npos) msg = msg.substr(p + 2);
+    SourceLoc loc = locAt(e.byte > 0 ? e.byte - 1 : 0);
     throw ParseError(irio::errorAt(filename, text, loc, "json: " + msg));
+  } catch (const json::exception& e) {
+    // Numbers too large for a double ("number overflow parsing '1e999'") come without a
+    // position; find the number's spelling in the text instead.
+    std::string msg = e.what();
+    if (size_t p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+    size_t q1 = msg.find('\''), q2 = msg.rfind('\'');
+    size_t at = q1 < q2 ? text.find(msg.substr(q1 + 1, q2 - q1 - 1)) : std::string_view::npos;
+    if (at == std::string_view::npos)
+      throw ParseError(fmt::format("{}: error: json: {}", filename, msg));
+    throw ParseError(irio::errorAt(filename, text, locAt(at), "json: " + msg));
   }
   return graphFromJson(j, filename);
 }

@@ -20,8 +20,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
@@ -64,14 +64,21 @@ std::string refText(std::string_view name) {
 
 std::string describe(const Token& t) {
   switch (t.kind) {
-    case TokKind::Eof: return "end of input";
-    case TokKind::Ident: return fmt::format("'{}'", shownName(t.text));
+    case TokKind::Eof:
+      return "end of input";
+    case TokKind::Ident:
+      return fmt::format("'{}'", shownName(t.text));
     case TokKind::Int:
-    case TokKind::Float: return fmt::format("number {}", shownName(t.text));
-    case TokKind::String: return "a string";
-    case TokKind::ValueName: return fmt::format("value '{}'", refText(t.text));
-    case TokKind::GraphName: return fmt::format("graph name '@{}'", shownName(t.text));
-    case TokKind::Punct: return fmt::format("'{}'", t.text);
+    case TokKind::Float:
+      return fmt::format("number {}", shownName(t.text));
+    case TokKind::String:
+      return "a string";
+    case TokKind::ValueName:
+      return fmt::format("value '{}'", refText(t.text));
+    case TokKind::GraphName:
+      return fmt::format("graph name '@{}'", shownName(t.text));
+    case TokKind::Punct:
+      return fmt::format("'{}'", t.text);
   }
   return "?";
 }
@@ -133,8 +140,12 @@ class Lexer {
     ++pos_;
   }
 
-  bool at(size_t ahead, char c) const { return pos_ + ahead < text_.size() && text_[pos_ + ahead] == c; }
-  bool digitAt(size_t ahead) const { return pos_ + ahead < text_.size() && isDigit(text_[pos_ + ahead]); }
+  bool at(size_t ahead, char c) const {
+    return pos_ + ahead < text_.size() && text_[pos_ + ahead] == c;
+  }
+  bool digitAt(size_t ahead) const {
+    return pos_ + ahead < text_.size() && isDigit(text_[pos_ + ahead]);
+  }
 
   template <typename Pred>
   std::string takeWhile(Pred p) {
@@ -168,7 +179,8 @@ class Lexer {
         advance();
         while (digitAt(0)) advance();
       }
-      if ((at(0, 'e') || at(0, 'E')) && (digitAt(1) || ((at(1, '+') || at(1, '-')) && digitAt(2)))) {
+      if ((at(0, 'e') || at(0, 'E')) &&
+          (digitAt(1) || ((at(1, '+') || at(1, '-')) && digitAt(2)))) {
         isFloat = true;
         advance();
         if (!digitAt(0)) advance();
@@ -209,10 +221,18 @@ class Lexer {
       advance();
       if (pos_ >= text_.size() || text_[pos_] == '\n') src_.fail(start, "unterminated string");
       switch (text_[pos_]) {
-        case '"': s += '"'; break;
-        case '\\': s += '\\'; break;
-        case 'n': s += '\n'; break;
-        case 't': s += '\t'; break;
+        case '"':
+          s += '"';
+          break;
+        case '\\':
+          s += '\\';
+          break;
+        case 'n':
+          s += '\n';
+          break;
+        case 't':
+          s += '\t';
+          break;
         default:
           src_.fail(esc, fmt::format("unknown escape '\\{}' (use \\\", \\\\, \\n or \\t)",
                                      shownName(text_.substr(pos_, 1))));
@@ -280,9 +300,7 @@ class Parser {
     have_ = false;
     return std::move(tok_);
   }
-  static bool isPunct(const Token& t, char c) {
-    return t.kind == TokKind::Punct && t.text[0] == c;
-  }
+  static bool isPunct(const Token& t, char c) { return t.kind == TokKind::Punct && t.text[0] == c; }
   Token expectPunct(char c, std::string_view why) {
     Token t = take();
     if (!isPunct(t, c)) fail(t.loc, fmt::format("expected '{}' {}, got {}", c, why, describe(t)));
@@ -328,7 +346,8 @@ class Parser {
         if (name.kind != TokKind::Ident)
           fail(name.loc, "expected a dim name (like B=16), got " + describe(name));
         for (const auto& d : dims)
-          if (d.first == name.text) fail(name.loc, fmt::format("dim '{}' is bound twice", name.text));
+          if (d.first == name.text)
+            fail(name.loc, fmt::format("dim '{}' is bound twice", name.text));
         expectPunct('=', fmt::format("after dim name '{}'", name.text));
         Token size = take();
         if (size.kind != TokKind::Int)
@@ -393,8 +412,7 @@ class Parser {
       }
     }
     expectPunct(')', "after the operands");
-    if (auto why = irio::arityError(info, static_cast<int>(operands.size())))
-      fail(opTok.loc, *why);
+    if (auto why = irio::arityError(info, static_cast<int>(operands.size()))) fail(opTok.loc, *why);
 
     AttrMap attrs;
     if (isPunct(peek(), '{')) parseAttrs(info, attrs);
@@ -411,9 +429,9 @@ class Parser {
       types.push_back(parseType());
     }
     if (types.size() != results.size())
-      fail(typeLoc, fmt::format("{} result name{} but {} type{}", results.size(),
-                                results.size() == 1 ? "" : "s", types.size(),
-                                types.size() == 1 ? "" : "s"));
+      fail(typeLoc,
+           fmt::format("{} result name{} but {} type{}", results.size(),
+                       results.size() == 1 ? "" : "s", types.size(), types.size() == 1 ? "" : "s"));
 
     // Graph::add explains what is wrong; the location depends on whether the op itself
     // rejects its operands (point at the op) or only the declared type differs (the type).
@@ -525,7 +543,8 @@ class Parser {
             Token e = take();
             if (ints && e.kind == TokKind::Int) {
               iv.push_back(intValue(e));
-            } else if (!ints && (e.kind == TokKind::Int || e.kind == TokKind::Float || isFloatWord(e))) {
+            } else if (!ints &&
+                       (e.kind == TokKind::Int || e.kind == TokKind::Float || isFloatWord(e))) {
               fv.push_back(floatValue(e));
             } else {
               wrong(e, fmt::format("a list holding {}", literalKind(e)));
@@ -547,26 +566,23 @@ class Parser {
     std::vector<std::string_view> names;
     for (DType d : kAllDTypes) names.push_back(dtypeName(d));
     fail(t.loc, fmt::format("unknown dtype '{}'{} (expected one of {})", shownName(t.text),
-                            didYouMean(irio::closestName(t.text, names)),
-                            fmt::join(names, ", ")));
+                            didYouMean(irio::closestName(t.text, names)), fmt::join(names, ", ")));
   }
 
   TensorType parseType() {
     Token d = take();
-    if (d.kind != TokKind::Ident)
-      fail(d.loc, "expected a type like f32[2,3], got " + describe(d));
+    if (d.kind != TokKind::Ident) fail(d.loc, "expected a type like f32[2,3], got " + describe(d));
     auto dtype = parseDType(d.text);
     if (!dtype) failUnknownDType(d);
     Token lb = take();
     if (!isPunct(lb, '['))
-      fail(lb.loc, fmt::format("expected '[' after '{}' (a scalar is {}[]), got {}", d.text,
-                               d.text, describe(lb)));
+      fail(lb.loc, fmt::format("expected '[' after '{}' (a scalar is {}[]), got {}", d.text, d.text,
+                               describe(lb)));
     Shape shape;
     if (!isPunct(peek(), ']')) {
       for (;;) {
         Token n = take();
-        if (n.kind != TokKind::Int)
-          fail(n.loc, "expected a dimension size, got " + describe(n));
+        if (n.kind != TokKind::Int) fail(n.loc, "expected a dimension size, got " + describe(n));
         int64_t v = intValue(n);
         if (v < 0) fail(n.loc, fmt::format("dimension {} is negative", v));
         shape.push_back(v);
@@ -623,7 +639,8 @@ std::unique_ptr<Graph> parseGraph(std::string_view text, std::string_view filena
 
 std::unique_ptr<Graph> parseGraphFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ParseError(fmt::format("{}: error: cannot open file: {}", path, std::strerror(errno)));
+  if (!in)
+    throw ParseError(fmt::format("{}: error: cannot open file: {}", path, std::strerror(errno)));
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw ParseError(fmt::format("{}: error: cannot read file", path));

@@ -15,9 +15,9 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   // One node; its result is returned unless it is a source (so no pass finds dead code).
   auto node = [&](OpKind k, std::vector<Value*> operands, AttrMap attrs, std::string name,
                   std::vector<TensorType> declared = {}) {
-    Value* v = g->add(k, std::move(operands), std::move(attrs), {std::move(name)},
-                      std::move(declared))
-                   ->result();
+    Value* v =
+        g->add(k, std::move(operands), std::move(attrs), {std::move(name)}, std::move(declared))
+            ->result();
     if (!opInfo(k).isSource()) outs.push_back(v);
     return v;
   };
@@ -31,23 +31,22 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   Value* seed = node(OpKind::Input, {}, {}, "seed", {{DType::i64, {}}});
   Value* idx = node(OpKind::Input, {}, {}, "idx", {{DType::i32, {2}}});
   Value* table = node(OpKind::Input, {}, {}, "table", {f32({5, 3})});
-  Value* c = node(OpKind::Constant, {},
-                  {{"value", std::vector<double>{1.5, -0.0, inf, -inf, nan, 1e-5}}}, "c",
-                  {f32({2, 3})});
-  Value* offset = node(OpKind::Constant, {}, {{"value", std::vector<double>{7}}}, "offset",
-                       {{DType::i64, {}}});
+  Value* c =
+      node(OpKind::Constant, {}, {{"value", std::vector<double>{1.5, -0.0, inf, -inf, nan, 1e-5}}},
+           "c", {f32({2, 3})});
+  Value* offset =
+      node(OpKind::Constant, {}, {{"value", std::vector<double>{7}}}, "offset", {{DType::i64, {}}});
   Value* iota = node(OpKind::Iota, {}, {{"axis", int64_t{1}}}, "iota", {{DType::i64, {2, 3}}});
   Value* rnd = node(OpKind::PhiloxUniform, {seed, offset}, {}, "rand", {f32({2, 3})});
 
-  for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Exp, OpKind::Log, OpKind::Sqrt,
-                   OpKind::Rsqrt, OpKind::Tanh, OpKind::Erf, OpKind::Sigmoid, OpKind::Relu})
+  for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
+                   OpKind::Tanh, OpKind::Erf, OpKind::Sigmoid, OpKind::Relu})
     node(k, {x}, {}, "u." + std::string(opName(k)));
   node(OpKind::Gelu, {x}, {{"approximate", std::string("tanh")}}, "gelu");
   node(OpKind::Cast, {x}, {{"dtype", DType::i32}}, "cast");
 
-  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow,
-                   OpKind::Maximum, OpKind::Minimum, OpKind::Eq, OpKind::Ne, OpKind::Lt,
-                   OpKind::Le, OpKind::Ge})
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Maximum,
+                   OpKind::Minimum, OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le, OpKind::Ge})
     node(k, {x, rnd}, {}, "b." + std::string(opName(k)));
   Value* gt = node(OpKind::Gt, {x, c}, {}, "gt");
   Value* notGt = node(OpKind::LogicalNot, {gt}, {}, "not_gt");

@@ -1,5 +1,7 @@
 // Graphviz output: well-formed dot (checked by a small scanner here, and by `dot` itself
 // when it is installed), one dot node per op, one edge per operand, escaped labels.
+#include "ir/graphviz.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -9,7 +11,6 @@
 #include <map>
 #include <regex>
 
-#include "ir/graphviz.h"
 #include "ir/parser.h"
 #include "tests/ir/all_ops_graph.h"
 
@@ -104,10 +105,13 @@ TEST(Graphviz, LabelsShowOpNameTypeAndRoles) {
       "  return %z\n"
       "}\n");
   std::string dot = graphToDot(*g);
-  EXPECT_NE(dot.find("  n0 [label=\"input\\n%x : f32[2,3]\", shape=invhouse"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("  n0 [label=\"input\\n%x : f32[2,3]\", shape=invhouse"), std::string::npos)
+      << dot;
   EXPECT_NE(dot.find("  n1 [label=\"constant\\nvalue=[1.0]\\n%c : f32[]\", fillcolor=lightgrey"),
-            std::string::npos) << dot;
-  EXPECT_NE(dot.find("  n2 [label=\"softmax\\naxis=0\\n%y : f32[2,3]\"];"), std::string::npos) << dot;
+            std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("  n2 [label=\"softmax\\naxis=0\\n%y : f32[2,3]\"];"), std::string::npos)
+      << dot;
   EXPECT_NE(dot.find("  n3 [label=\"mul\\n%z : f32[2,3]\\n-> output 0\", fillcolor=palegreen, "
                      "peripheries=2];"),
             std::string::npos)
@@ -143,7 +147,8 @@ TEST(Graphviz, LongAttributeListsAreCut) {
 }
 
 TEST(Graphviz, DotAcceptsTheOutputWhenInstalled) {
-  if (std::system("dot -V > /dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz 'dot' is not installed";
+  if (std::system("dot -V > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "graphviz 'dot' is not installed";
   auto dir = std::filesystem::temp_directory_path();
   auto in = dir / "irio_graphviz_test.dot";
   auto out = dir / "irio_graphviz_test.svg";

@@ -1,9 +1,10 @@
 // Graph IR as JSON: the schema, and the error paths malformed documents report.
+#include "ir/json.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "ir/json.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -27,7 +28,8 @@ TEST(Json, Schema) {
   EXPECT_EQ(j["graph"], "small");
   EXPECT_EQ(j["dims"], json::parse(R"([["B", 2]])"));
   ASSERT_EQ(j["nodes"].size(), 5u);
-  EXPECT_EQ(j["nodes"][0], json::parse(R"({"op": "input", "operands": [], "attrs": {"role": "param"},
+  EXPECT_EQ(j["nodes"][0],
+            json::parse(R"({"op": "input", "operands": [], "attrs": {"role": "param"},
       "results": [{"name": "x", "type": {"dtype": "f32", "shape": [2, 3]}}]})"));
   EXPECT_EQ(j["nodes"][2]["operands"], json::parse(R"(["x"])"));
   EXPECT_EQ(j["nodes"][2]["attrs"], json::parse(R"({"axis": 0})"));
@@ -85,6 +87,18 @@ TEST(Json, SyntaxErrorsGiveLineAndColumn) {
   }
 }
 
+TEST(Json, NumbersBeyondDoubleAreParseErrors) {
+  try {
+    graphFromJsonText("{\"graph\": \"g\",\n \"nodes\": [], \"outputs\": [1e999]}", "big.json");
+    FAIL() << "expected a ParseError";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "big.json:2:27: error: json: number overflow parsing '1e999'\n"
+              " \"nodes\": [], \"outputs\": [1e999]}\n"
+              "                          ^");
+  }
+}
+
 // ---- malformed documents: each error names the JSON path --------------------------------
 
 struct BadJson {
@@ -111,7 +125,8 @@ TEST_P(JsonRejects, NamingThePath) {
 std::string withNode(const std::string& node, const std::string& outputs = R"(["x"])") {
   return R"({"graph": "g", "nodes": [
       {"op": "input", "results": [{"name": "x", "type": {"dtype": "f32", "shape": [2, 3]}}]},
-      )" + node + R"(], "outputs": )" + outputs + "}";
+      )" +
+         node + R"(], "outputs": )" + outputs + "}";
 }
 
 std::string node(const std::string& op, const std::string& operands, const std::string& attrs,
@@ -132,7 +147,8 @@ const BadJson kBadJson[] = {
      "nodes: expected an array, got an object"},
     {"dim_not_pair", R"({"graph": "g", "dims": [["B"]], "nodes": [], "outputs": []})",
      "dims[0]: expected a [name, size] pair, got an array"},
-    {"dim_name_not_identifier", R"({"graph": "g", "dims": [["a b", 1]], "nodes": [], "outputs": []})",
+    {"dim_name_not_identifier",
+     R"({"graph": "g", "dims": [["a b", 1]], "nodes": [], "outputs": []})",
      "dims[0][0]: dim name \"a b\" is not an identifier"},
     {"dim_negative", R"({"graph": "g", "dims": [["B", -4]], "nodes": [], "outputs": []})",
      "dims[0][1]: dim 'B' has negative size -4"},
@@ -181,17 +197,21 @@ const BadJson kBadJson[] = {
      "nodes[1].results[0].type.shape: missing"},
     {"type_bad_dtype", withNode(node("neg", R"(["x"])", "{}", R"({"dtype": 32, "shape": []})")),
      "nodes[1].results[0].type.dtype: expected a string, got an integer"},
-    {"shape_negative", withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [2, -3]})")),
+    {"shape_negative",
+     withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [2, -3]})")),
      "nodes[1].results[0].type.shape[1]: dimension -3 is negative"},
     {"shape_float", withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [2.5]})")),
      "nodes[1].results[0].type.shape[0]: expected an integer, got a float"},
     {"shape_too_large",
      withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [1048576, 1048577]})")),
-     "nodes[1].results[0].type.shape: f32[1048576,1048577] is too large (more than 2^40 elements)"},
+     "nodes[1].results[0].type.shape: f32[1048576,1048577] is too large (its dimensions multiply "
+     "to more than 2^40)"},
     {"integer_beyond_64_bits",
-     withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [18446744073709551616]})")),
+     withNode(
+         node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [18446744073709551616]})")),
      "nodes[1].results[0].type.shape[0]: integer does not fit in 64 bits"},
-    {"declared_type_mismatch", withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [3, 2]})")),
+    {"declared_type_mismatch",
+     withNode(node("neg", R"(["x"])", "{}", R"({"dtype": "f32", "shape": [3, 2]})")),
      "nodes[1]: neg %y (f32[2,3]): declared result type f32[3,2] but the op gives f32[2,3]"},
     {"shape_rule_rejects", withNode(node("softmax", R"(["x"])", R"({"axis": 2})")),
      "nodes[1]: softmax %y (f32[2,3]): axis 2 is out of range for rank 2"},
@@ -214,7 +234,8 @@ TEST(Json, ErrorsFromAJsonValueNameTheFile) {
   }
   // A document built in memory may hold bytes that are not UTF-8; the text form could not
   // read such a name back, so it is refused.
-  json bad = {{"graph", std::string("g\xff")}, {"nodes", json::array()}, {"outputs", json::array()}};
+  json bad = {
+      {"graph", std::string("g\xff")}, {"nodes", json::array()}, {"outputs", json::array()}};
   EXPECT_THROW(graphFromJson(bad), ParseError);
 }
 

@@ -110,16 +110,23 @@ TEST(RoundTrip, HandWrittenTextBecomesCanonical) {
 
 // Applies one random edit: delete, duplicate or overwrite a span, insert a token, truncate.
 std::string mutate(const std::string& s, std::mt19937& rng) {
-  static const char* kTokens[] = {"%",  "@",    "\"",  "{",       "}",   "[",   "]",   "(",
-                                  ")",  ",",    "=",   ":",       "-",   "0",   "9",   "1e308",
-                                  "inf", "nan", "\\",  "\n",      "//",  "#",   "f32", "bool",
-                                  "return", "graph", "99999999999999999999", "\xff", "\0", " "};
+  static const char* kTokens[] = {
+      "%",    "@",  "\"", "{", "}",   "[",    "]",      "(",     ")",
+      ",",    "=",  ":",  "-", "0",   "9",    "1e308",  "inf",   "nan",
+      "\\",   "\n", "//", "#", "f32", "bool", "return", "graph", "99999999999999999999",
+      "\xff", "\0", " "};
   std::string r = s;
-  auto pick = [&](size_t n) { return n ? std::uniform_int_distribution<size_t>(0, n - 1)(rng) : 0; };
+  auto pick = [&](size_t n) {
+    return n ? std::uniform_int_distribution<size_t>(0, n - 1)(rng) : 0;
+  };
   size_t at = pick(r.size() + 1);
   switch (pick(5)) {
-    case 0: r.erase(at, 1 + pick(8)); break;
-    case 1: r.insert(at, r.substr(pick(r.size()), 1 + pick(16))); break;
+    case 0:
+      r.erase(at, 1 + pick(8));
+      break;
+    case 1:
+      r.insert(at, r.substr(pick(r.size()), 1 + pick(16)));
+      break;
     case 2: {
       std::string tok = kTokens[pick(std::size(kTokens))];
       if (tok.empty()) tok = std::string(1, '\0');
@@ -129,7 +136,9 @@ std::string mutate(const std::string& s, std::mt19937& rng) {
     case 3:
       if (at < r.size()) r[at] = static_cast<char>(pick(256));
       break;
-    case 4: r.resize(at); break;
+    case 4:
+      r.resize(at);
+      break;
   }
   return r;
 }
