@@ -12,6 +12,8 @@ class NameChecker {
       : globals_(globals), builtins_(builtins.begin(), builtins.end()), d_(d) {}
 
   void fn(const FnDecl& f, const std::set<std::string>* members) {
+    Ctx saved = ctx_;
+    ctx_ = Ctx::Function;
     std::set<std::string> scope;
     for (const auto& p : f.params) scope.insert(p.name);
     collect(f.body, scope, false);
@@ -21,6 +23,7 @@ class NameChecker {
     stmts(f.body);
     scopes_.pop_back();
     if (members) scopes_.pop_back();
+    ctx_ = saved;
   }
 
   void module(const ModuleDecl& m) {
@@ -30,7 +33,9 @@ class NameChecker {
     scopes_.push_back(members);
     params(m.params);
     methods_.clear();
+    ctx_ = Ctx::ModuleBody;
     stmts(m.body);
+    ctx_ = Ctx::Top;
     std::vector<const FnDecl*> methods;
     methods.swap(methods_);
     for (const FnDecl* method : methods) fn(*method, &members);
@@ -46,7 +51,9 @@ class NameChecker {
     if (g.training) scope.insert({"seed", "step"});
     collect(g.body, scope, false);
     scopes_.push_back(scope);
+    ctx_ = Ctx::Graph;
     stmts(g.body);
+    ctx_ = Ctx::Top;
     scopes_.pop_back();
   }
 
@@ -100,8 +107,30 @@ class NameChecker {
     for (const auto& s : body) stmt(*s);
   }
 
+  // Statements that only make sense in one kind of body.
+  void placement(const Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::Param:
+        if (ctx_ != Ctx::ModuleBody) d_.error(s.loc, "'param' declarations belong in a module body");
+        break;
+      case StmtKind::Output:
+        if (ctx_ != Ctx::Graph) d_.error(s.loc, "'output' is only allowed in a graph body");
+        break;
+      case StmtKind::Return:
+        if (ctx_ != Ctx::Function) d_.error(s.loc, "'return' is only allowed in a function or method");
+        break;
+      case StmtKind::Fn:
+        if (ctx_ != Ctx::ModuleBody)
+          d_.error(s.loc, "functions are defined at the top level of a file or as methods in a "
+                          "module body");
+        break;
+      default: break;
+    }
+  }
+
   void stmt(const Stmt& s) {
     if (d_.full()) return;
+    placement(s);
     switch (s.kind) {
       case StmtKind::Let: case StmtKind::Return: case StmtKind::Output: case StmtKind::ExprStmt:
         if (s.value) expr(*s.value);
@@ -156,6 +185,8 @@ class NameChecker {
     }
   }
 
+  enum class Ctx { Top, Function, ModuleBody, Graph };
+  Ctx ctx_ = Ctx::Top;
   const std::set<std::string>& globals_;
   std::set<std::string> builtins_;
   Diags& d_;

@@ -459,9 +459,34 @@ Val Evaluator::foldNumbers(Op op, const Val& a, const Val& b, Loc loc) {
   fail(loc, fmt::format("operator '{}' cannot be applied to numbers", opSpelling(op)));
 }
 
+// Equality of compile-time values; nullopt when they cannot be compared.
+static std::optional<bool> sameValue(const Val& a, const Val& b) {
+  if (a.isNumber() && b.isNumber()) return a.num() == b.num();
+  if (a.k != b.k) return std::nullopt;
+  switch (a.k) {
+    case VK::Bool: return a.b == b.b;
+    case VK::Str: return a.s == b.s;
+    case VK::DType: return a.dt == b.dt;
+    case VK::Type: return a.tensorType() == b.tensorType();
+    case VK::List: {
+      if (a.list->size() != b.list->size()) return false;
+      for (size_t i = 0; i < a.list->size(); ++i) {
+        auto e = sameValue((*a.list)[i], (*b.list)[i]);
+        if (!e) return std::nullopt;
+        if (!*e) return false;
+      }
+      return true;
+    }
+    default: return std::nullopt;
+  }
+}
+
 Val Evaluator::binaryOp(Op op, const Val& a, const Val& b, Loc loc) {
   if (a.k == VK::Tensor || b.k == VK::Tensor) return tensorBinary(op, a, b, loc);
   if (a.isNumber() && b.isNumber()) return foldNumbers(op, a, b, loc);
+  if ((op == Op::Eq || op == Op::Ne) && a.k == VK::List && b.k == VK::List) {
+    if (auto same = sameValue(a, b)) return Val::boolean(op == Op::Eq ? *same : !*same);
+  }
   if (isCompare(op) && a.k == b.k) {
     switch (a.k) {
       case VK::Str: return Val::boolean(compareWith(op, a.s, b.s));
@@ -485,7 +510,7 @@ Val Evaluator::binaryOp(Op op, const Val& a, const Val& b, Loc loc) {
     return Val::listOf(std::move(r));
   }
   if (op == Op::Mul && a.k == VK::List && b.k == VK::Int) {
-    if (b.i < 0 || (b.i > 0 && a.list->size() > 1'000'000 / static_cast<size_t>(b.i)))
+    if (b.i < 0 || (b.i > 0 && a.list->size() > kMaxListLength / static_cast<size_t>(b.i)))
       fail(loc, fmt::format("cannot repeat a list {} times", b.i));
     std::vector<Val> r;
     for (int64_t i = 0; i < b.i; ++i) r.insert(r.end(), a.list->begin(), a.list->end());
@@ -501,8 +526,8 @@ std::vector<Val> Evaluator::iterate(const Val& lo, const Val* hi, Loc loc) {
     if (lo.k != VK::Int || hi->k != VK::Int)
       fail(loc, fmt::format("a range a..b needs two integers, got {} and {}", describeVal(lo),
                             describeVal(*hi)));
-    if (hi->i > lo.i && static_cast<uint64_t>(hi->i) - static_cast<uint64_t>(lo.i) > 10'000'000)
-      fail(loc, "range is too long (more than 10000000 iterations)");
+    if (hi->i > lo.i && static_cast<uint64_t>(hi->i) - static_cast<uint64_t>(lo.i) > kMaxListLength)
+      fail(loc, fmt::format("a list cannot have more than {} elements", kMaxListLength));
     for (int64_t i = lo.i; i < hi->i; ++i) out.push_back(Val::integer(i));
     return out;
   }
@@ -807,10 +832,23 @@ void Evaluator::execStmt(const Stmt& s) {
     }
     case StmtKind::For: {
       Val lo = eval(*s.value);
-      Val hi;
-      if (s.hi) hi = eval(*s.hi);
-      std::vector<Val> seq = iterate(lo, s.hi ? &hi : nullptr, s.value->loc);
+      if (s.hi) {
+        // Ranges are counted, not materialized; the step budget bounds long loops.
+        Val hi = eval(*s.hi);
+        if (lo.k != VK::Int || hi.k != VK::Int)
+          fail(s.value->loc, fmt::format("a range a..b needs two integers, got {} and {}",
+                                         describeVal(lo), describeVal(hi)));
+        for (int64_t i = lo.i; i < hi.i; ++i) {
+          tick(s.loc);
+          frame().locals[s.names[0]] = Val::integer(i);
+          execBlock(s.body);
+          if (frame().returned) return;
+        }
+        return;
+      }
+      std::vector<Val> seq = iterate(lo, nullptr, s.value->loc);
       for (Val& x : seq) {
+        tick(s.loc);
         frame().locals[s.names[0]] = std::move(x);
         execBlock(s.body);
         if (frame().returned) return;

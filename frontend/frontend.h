@@ -18,16 +18,16 @@
 namespace tgc {
 
 struct ModelOptions {
-  std::string graph;   // empty: "train" if the file has one, else the first graph
-  std::string preset;  // empty: the config defaults
-  std::vector<std::pair<std::string, std::string>> sets;  // --set key=value
-  std::vector<std::pair<std::string, int64_t>> dims;      // --dim N=value
+  std::string graph{};   // empty: "train" if the file has one, else the first graph
+  std::string preset{};  // empty: the config defaults
+  std::vector<std::pair<std::string, std::string>> sets{};  // --set key=value
+  std::vector<std::pair<std::string, int64_t>> dims{};      // --dim N=value
   // Searched for imports after the importing file's own folder, before the default library
   // folders (defaultLibraryPaths()).
-  std::vector<std::string> lib_paths;
+  std::vector<std::string> lib_paths{};
   // Reads a file; nullopt when it does not exist. Defaults to the file system. Tests and the
   // fuzzer supply in-memory files.
-  std::function<std::optional<std::string>(const std::string&)> read_file;
+  std::function<std::optional<std::string>(const std::string&)> read_file{};
 };
 
 // How a parameter gets its initial values (`param w: f32[4, 4] = normal(0.02)`).

@@ -37,6 +37,18 @@ bool endsStatement(Tok t) {
   }
 }
 
+// Keywords that only ever begin a statement or an item.
+bool startsStatement(Tok t) {
+  switch (t) {
+    case Tok::KwLet: case Tok::KwReturn: case Tok::KwFn: case Tok::KwModule: case Tok::KwGraph:
+    case Tok::KwParam: case Tok::KwOutput: case Tok::KwConfig: case Tok::KwPreset: case Tok::KwDim:
+    case Tok::KwImport:
+      return true;
+    default:
+      return false;
+  }
+}
+
 class Lexer {
  public:
   Lexer(std::string_view text, int file) : s_(text), file_(file) {}
@@ -46,15 +58,25 @@ class Lexer {
     std::vector<char> nesting;  // open ( [ {
     for (;;) {
       bool sawNewline = skipSpace();
-      if (sawNewline && !out.empty() && endsStatement(out.back().kind) &&
-          (nesting.empty() || nesting.back() == '{'))
-        out.push_back(Token{Tok::Newline, newlineLoc_, "", 0, 0});
       Token t = next();
+      bool inParens = !nesting.empty() && nesting.back() != '{';
+      if (sawNewline && inParens && startsStatement(t.kind)) {
+        // A line starting with `let`, `return`, ... cannot continue an expression: a bracket
+        // was left open. Close it here so one typo does not swallow the rest of the file.
+        while (!nesting.empty() && nesting.back() != '{') nesting.pop_back();
+        out.push_back(Token{Tok::Newline, newlineLoc_, "", 0, 0});
+      } else if (sawNewline && !out.empty() && endsStatement(out.back().kind) && !inParens) {
+        out.push_back(Token{Tok::Newline, newlineLoc_, "", 0, 0});
+      }
       switch (t.kind) {
         case Tok::LParen: nesting.push_back('('); break;
         case Tok::LBracket: nesting.push_back('['); break;
         case Tok::LBrace: nesting.push_back('{'); break;
-        case Tok::RParen: case Tok::RBracket: case Tok::RBrace:
+        case Tok::RParen: case Tok::RBracket:
+          if (!nesting.empty() && nesting.back() != '{') nesting.pop_back();
+          break;
+        case Tok::RBrace:  // also closes brackets left open inside the block
+          while (!nesting.empty() && nesting.back() != '{') nesting.pop_back();
           if (!nesting.empty()) nesting.pop_back();
           break;
         default: break;
