@@ -2,7 +2,7 @@
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick]
-//              [--clock wall|cpu]
+//              [--clock wall|cpu] [--dtype f32|f64]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
 // least T ms. tgc and OpenBLAS runs alternate, so a noisy neighbour hurts both alike.
@@ -46,6 +46,7 @@ struct Options {
   double minMs = 40;
   std::string shapes = "transformer";
   bool cpuClock = false;
+  bool f64 = false;
 };
 
 // Seconds on the chosen clock (see --clock).
@@ -164,45 +165,46 @@ double measureFmaPeak(Jit& jit, ThreadPool& pool, int threads, bool cpuClock) {
   return total;
 }
 
-void fill(std::vector<float>& v, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (auto& x : v) x = d(rng);
+void blasGemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+              int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+              b, ldb, 0.0f, c, ldc);
+}
+void blasGemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
+              double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda,
+              b, ldb, 0.0, c, ldc);
 }
 
-int run(const Options& opts) {
-  Jit jit(JitOptions::fromEnv());
-  ThreadPool pool(opts.threads);
-  const GemmEngine& engine = GemmEngine::host(DType::f32);
+template <class T>
+void fill(std::vector<T>& v, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (auto& x : v) x = static_cast<T>(d(rng));
+}
+
+// The table of shapes for element type T; returns the ratios tgc / OpenBLAS.
+template <class T>
+std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak) {
+  const DType dtype = sizeof(T) == 4 ? DType::f32 : DType::f64;
+  const GemmEngine& engine = GemmEngine::host(dtype);
   const auto& cfg = engine.config();
-  fmt::print("host: {} ({}-bit vectors), tgc kernel {} (kc {}, mc {}, nc {}), {} threads\n",
-             jit.target().cpu, jit.target().vectorBits(), cfg.name(), cfg.kc, cfg.mc, cfg.nc, opts.threads);
-  openblas_set_num_threads(opts.threads);
-  const char* coreEnv = std::getenv("OPENBLAS_CORETYPE");
-  fmt::print("OpenBLAS: {} core {}, OPENBLAS_CORETYPE={}, {} threads\n", OPENBLAS_VERSION,
-             openblas_get_corename(), coreEnv ? coreEnv : "(unset)", openblas_get_num_threads());
-
-  const double peak1 = measureFmaPeak(jit, pool, 1, opts.cpuClock);
-  const double peak = measureFmaPeak(jit, pool, opts.threads, opts.cpuClock);
-  fmt::print("measured FMA peak ({} clock): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s on {} threads\n\n",
-             opts.cpuClock ? "cpu" : "wall", peak1, peak, opts.threads);
-
+  fmt::print("tgc kernel {} (kc {}, mc {}, nc {}, unpacked A for n <= {})\n\n", cfg.name(), cfg.kc, cfg.mc, cfg.nc,
+             cfg.directAMaxN);
   fmt::print("{:<24} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
              "OpenBLAS GF/s", "tgc/OpenBLAS", "tgc/peak", "max|diff|");
   std::vector<double> ratios;
   for (const Case& c : casesFor(opts.shapes)) {
-    GemmDesc d = GemmDesc::contiguous(DType::f32, c.m, c.n, c.k, c.transA, c.transB);
+    GemmDesc d = GemmDesc::contiguous(dtype, c.m, c.n, c.k, c.transA, c.transB);
     if (c.batch > 1) d.addBatch(c.batch);
-    std::vector<float> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n),
-        co(c.batch * c.m * c.n);
+    std::vector<T> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n), co(c.batch * c.m * c.n);
     fill(a, 1);
     fill(b, 2);
     auto tgcRun = [&] { engine.run(d, a.data(), b.data(), ct.data(), &pool); };
     auto blasOne = [&](int64_t i) {
-      cblas_sgemm(CblasRowMajor, c.transA ? CblasTrans : CblasNoTrans, c.transB ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), 1.0f,
-                  a.data() + i * c.m * c.k, static_cast<int>(d.lda), b.data() + i * c.k * c.n,
-                  static_cast<int>(d.ldb), 0.0f, co.data() + i * c.m * c.n, static_cast<int>(d.ldc));
+      blasGemm(c.transA, c.transB, static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k),
+               a.data() + i * c.m * c.k, static_cast<int>(d.lda), b.data() + i * c.k * c.n, static_cast<int>(d.ldb),
+               co.data() + i * c.m * c.n, static_cast<int>(d.ldc));
     };
     // Batched products: OpenBLAS gets the better of its own threading per product and
     // one single-threaded product per thread (how frameworks drive it).
@@ -227,7 +229,7 @@ int run(const Options& opts) {
     double tgcS = median(st), blasS = median(so);
     if (!ss.empty()) blasS = std::min(blasS, median(ss));
     double diff = 0;
-    for (size_t i = 0; i < ct.size(); ++i) diff = std::max(diff, double(std::abs(ct[i] - co[i])));
+    for (size_t i = 0; i < ct.size(); ++i) diff = std::max(diff, std::abs(double(ct[i]) - double(co[i])));
     const double flops = 2.0 * c.batch * c.m * c.n * c.k;
     const double gt = flops / tgcS / 1e9, go = flops / blasS / 1e9;
     ratios.push_back(gt / go);
@@ -235,6 +237,28 @@ int run(const Options& opts) {
                100 * gt / peak, diff);
     std::fflush(stdout);
   }
+  return ratios;
+}
+
+int run(const Options& opts) {
+  Jit jit(JitOptions::fromEnv());
+  ThreadPool pool(opts.threads);
+  fmt::print("host: {} ({}-bit vectors), {} threads, {}\n", jit.target().cpu, jit.target().vectorBits(),
+             opts.threads, opts.f64 ? "f64 (cblas_dgemm)" : "f32 (cblas_sgemm)");
+  openblas_set_num_threads(opts.threads);
+  const char* coreEnv = std::getenv("OPENBLAS_CORETYPE");
+  fmt::print("OpenBLAS: {} core {}, OPENBLAS_CORETYPE={}, {} threads\n", OPENBLAS_VERSION,
+             openblas_get_corename(), coreEnv ? coreEnv : "(unset)", openblas_get_num_threads());
+
+  const double peak1 = measureFmaPeak(jit, pool, 1, opts.cpuClock);
+  const double peak32 = measureFmaPeak(jit, pool, opts.threads, opts.cpuClock);
+  // FMAs on doubles run at the same rate on half as many lanes.
+  const double peak = opts.f64 ? peak32 / 2 : peak32;
+  fmt::print("measured FMA peak ({} clock, f32): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s on {} threads{}\n",
+             opts.cpuClock ? "cpu" : "wall", peak1, peak32, opts.threads,
+             opts.f64 ? fmt::format(" (f64: {:.1f})", peak) : "");
+
+  std::vector<double> ratios = opts.f64 ? runShapes<double>(opts, pool, peak) : runShapes<float>(opts, pool, peak);
   double geo = 0;
   for (double r : ratios) geo += std::log(r);
   fmt::print("\ngeometric mean tgc/OpenBLAS: {:.2f}\n", std::exp(geo / ratios.size()));
@@ -266,6 +290,13 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "gemm_bench: --shapes must be all, transformer or quick\n");
         return 2;
       }
+    } else if (arg == "--dtype") {
+      std::string t = value();
+      if (t != "f32" && t != "f64") {
+        fmt::print(stderr, "gemm_bench: --dtype must be f32 or f64\n");
+        return 2;
+      }
+      opts.f64 = t == "f64";
     } else if (arg == "--clock") {
       std::string c = value();
       if (c != "wall" && c != "cpu") {
@@ -276,7 +307,7 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick] "
-                 "[--clock wall|cpu]\n");
+                 "[--clock wall|cpu] [--dtype f32|f64]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }

@@ -3,11 +3,15 @@
 // dimensions, batch dimensions with per-operand strides (stride 0 broadcasts an operand).
 //
 // The structure is BLIS/GotoBLAS: B is packed into kc x NR slivers and A into MR x kc
-// slivers (zero-padded, contiguous), blocked for the caches over nc, kc and mc, and a
-// register-blocked micro-kernel, generated as LLVM IR for the host's vector registers
-// and JIT-compiled (codegen/gemm_kernel.h), computes each MR x NR tile of C. The work is
-// split over the thread pool: across batch items when there are enough of them,
-// otherwise across row (or column) slivers of each product.
+// slivers (zero-padded, contiguous), blocked for the caches (kc, mc, nc), and a
+// register-blocked micro-kernel generated as LLVM IR for the host's vector registers and
+// JIT-compiled (codegen/gemm_kernel.h) computes the MR x NR tiles of C. When B has few
+// columns, A is read in place instead of packed (each A sliver would serve too few tiles).
+//
+// Threads: batch items are handed out whole when there are enough of them; otherwise
+// each product packs B for all of K (one barrier per nc columns) and hands out blocks of
+// rows, or of B slivers when there are few rows, from a shared counter, so the work
+// balances itself across cores that other load slows down unevenly.
 #pragma once
 
 #include <cstdint>

@@ -28,12 +28,14 @@ template <class T, int kW>
 void transposeSliver(const T* src, int64_t ld, int64_t w, int64_t kc, int runtimeW, T* dst) {
   const int64_t W = kW > 0 ? kW : runtimeW;
   if (w == W) {
+    // A cache line of each row at a time, row by row: rows ld apart often share cache
+    // sets (ld a power of two), so touching all W rows per k would thrash L1.
     for (int64_t k0 = 0; k0 < kc; k0 += kLine<T>) {
       const int64_t k1 = std::min(kc, k0 + kLine<T>);
-      for (int64_t i = 0; i < W; ++i) __builtin_prefetch(src + i * ld + k0 + kPrefetchAhead<T>);
-      for (int64_t k = k0; k < k1; ++k) {
-        T* d = dst + k * W;
-        for (int64_t i = 0; i < W; ++i) d[i] = src[i * ld + k];
+      for (int64_t i = 0; i < W; ++i) {
+        const T* row = src + i * ld;
+        __builtin_prefetch(row + k0 + kPrefetchAhead<T>);
+        for (int64_t k = k0; k < k1; ++k) dst[k * W + i] = row[k];
       }
     }
     return;
