@@ -48,10 +48,11 @@ class Parser {
     for (;;) {
       skipTerminators();
       if (at(Tok::Eof) || d_.full()) break;
+      size_t start = p_;
       try {
         item(f);
       } catch (const SyntaxError&) {
-        syncTopLevel();
+        syncTopLevel(start);
       }
     }
     return f;
@@ -110,10 +111,24 @@ class Parser {
     unexpected("end of statement");
   }
 
-  // Skips to the start of the next top-level item.
-  void syncTopLevel() {
+  // A keyword that can only begin a statement, first on its line: a good place to resume.
+  bool atLineStartingStatement() const {
+    if (p_ == 0) return false;
+    switch (peek().kind) {
+      case Tok::KwLet: case Tok::KwReturn: case Tok::KwFn: case Tok::KwModule: case Tok::KwGraph:
+      case Tok::KwParam: case Tok::KwOutput: case Tok::KwConfig: case Tok::KwPreset:
+      case Tok::KwDim: case Tok::KwImport:
+        return peek().loc.line > t_[p_ - 1].loc.line;
+      default:
+        return false;
+    }
+  }
+
+  // Skips to the start of the next top-level item (`start`: where the failed one began).
+  void syncTopLevel(size_t start) {
     int depth = 0;
     while (!at(Tok::Eof)) {
+      if (p_ != start && depth == 0 && peek().loc.col == 1 && atLineStartingStatement()) return;
       Tok k = take().kind;
       if (k == Tok::LBrace) ++depth;
       if (k == Tok::RBrace && depth > 0 && --depth == 0 && (at(Tok::Newline) || at(Tok::Eof)))
@@ -123,10 +138,12 @@ class Parser {
   }
   // Skips to the end of the current statement inside a block; stops before the '}' that
   // closes the block.
-  void syncStatement() {
+  // `start` is where the failed statement began: resuming there again would loop.
+  void syncStatement(size_t start) {
     int depth = 0;
     while (!at(Tok::Eof)) {
       if (at(Tok::RBrace) && depth == 0) return;
+      if (p_ != start && depth == 0 && atLineStartingStatement()) return;
       Tok k = take().kind;
       if (k == Tok::LBrace) ++depth;
       if (k == Tok::RBrace) --depth;
@@ -214,6 +231,7 @@ class Parser {
       skipTerminators();
       if (accept(Tok::RBrace)) break;
       if (at(Tok::Eof)) unexpected("'}' closing the config block");
+      size_t start = p_;
       try {
         ConfigEntry e;
         e.loc = peek().loc;
@@ -224,7 +242,7 @@ class Parser {
         f.config.push_back(std::move(e));
         if (!accept(Tok::Comma)) endStatement();
       } catch (const SyntaxError&) {
-        syncStatement();
+        syncStatement(start);
       }
     }
     endStatement();
@@ -239,6 +257,7 @@ class Parser {
       skipTerminators();
       if (accept(Tok::RBrace)) break;
       if (at(Tok::Eof)) unexpected("'}' closing the preset");
+      size_t start = p_;
       try {
         PresetEntry e;
         e.loc = peek().loc;
@@ -248,7 +267,7 @@ class Parser {
         p.entries.push_back(std::move(e));
         if (!accept(Tok::Comma)) endStatement();
       } catch (const SyntaxError&) {
-        syncStatement();
+        syncStatement(start);
       }
     }
     f.presets.push_back(std::move(p));
@@ -295,11 +314,12 @@ class Parser {
       if (accept(Tok::RBrace)) break;
       if (at(Tok::Eof)) unexpected("'}'");
       if (d_.full()) throw SyntaxError{};
+      size_t start = p_;
       try {
         body.push_back(stmt());
         endStatement();
       } catch (const SyntaxError&) {
-        syncStatement();
+        syncStatement(start);
       }
     }
     return body;
