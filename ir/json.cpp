@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/diagnostic.h"
 #include "ir/irio_detail.h"
@@ -193,6 +194,7 @@ class Reader {
   void readDims(const json& dims) {
     array(dims, "dims");
     std::vector<std::pair<std::string, int64_t>> out;
+    std::unordered_set<std::string> seen;  // sets, not scans: inputs may list many names
     for (size_t i = 0; i < dims.size(); ++i) {
       std::string path = fmt::format("dims[{}]", i);
       const json& d = dims[i];
@@ -201,8 +203,8 @@ class Reader {
       if (!irio::isIdentifier(name))
         fail(path + "[0]",
              fmt::format("dim name \"{}\" is not an identifier", irio::shownName(name)));
-      for (const auto& [n, s] : out)
-        if (n == name) fail(path + "[0]", fmt::format("dim '{}' is bound twice", name));
+      if (!seen.insert(name).second)
+        fail(path + "[0]", fmt::format("dim '{}' is bound twice", name));
       int64_t size = integer(d[1], path + "[1]");
       if (size < 0) fail(path + "[1]", fmt::format("dim '{}' has negative size {}", name, size));
       out.emplace_back(std::move(name), size);
@@ -288,12 +290,13 @@ class Reader {
     if (results.empty()) fail(resPath, "a node needs at least one result");
     std::vector<std::string> names;
     std::vector<TensorType> types;
+    std::unordered_set<std::string> seen;
     for (size_t i = 0; i < results.size(); ++i) {
       std::string rp = fmt::format("{}[{}]", resPath, i);
       expectObject(results[i], rp, {"name", "type"});
       std::string name = string(member(results[i], rp, "name"), join(rp, "name"));
       if (name.empty()) fail(join(rp, "name"), "value names must not be empty");
-      if (values_.count(name) || std::find(names.begin(), names.end(), name) != names.end())
+      if (values_.count(name) || !seen.insert(name).second)
         fail(join(rp, "name"), fmt::format("redefinition of value \"{}\"", irio::shownName(name)));
       names.push_back(std::move(name));
       types.push_back(type(member(results[i], rp, "type"), join(rp, "type")));

@@ -24,6 +24,7 @@
 #include <limits>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/irio_detail.h"
 #include "ir/printer.h"
@@ -340,14 +341,14 @@ class Parser {
   void parseDims() {
     take();  // '['
     std::vector<std::pair<std::string, int64_t>> dims;
+    std::unordered_set<std::string> seen;
     if (!isPunct(peek(), ']')) {
       for (;;) {
         Token name = take();
         if (name.kind != TokKind::Ident)
           fail(name.loc, "expected a dim name (like B=16), got " + describe(name));
-        for (const auto& d : dims)
-          if (d.first == name.text)
-            fail(name.loc, fmt::format("dim '{}' is bound twice", name.text));
+        if (!seen.insert(name.text).second)
+          fail(name.loc, fmt::format("dim '{}' is bound twice", name.text));
         expectPunct('=', fmt::format("after dim name '{}'", name.text));
         Token size = take();
         if (size.kind != TokKind::Int)
@@ -373,6 +374,7 @@ class Parser {
 
   void parseNode() {
     std::vector<Token> results;
+    std::unordered_set<std::string> seen;  // sets, not scans: inputs may list many names
     for (;;) {
       Token r = take();
       if (r.kind != TokKind::ValueName)
@@ -381,8 +383,8 @@ class Parser {
       if (auto it = values_.find(r.text); it != values_.end())
         fail(r.loc, fmt::format("redefinition of {} (first defined at {}:{})", refText(r.text),
                                 it->second.loc.line, it->second.loc.col));
-      for (const auto& prev : results)
-        if (prev.text == r.text) fail(r.loc, fmt::format("{} is named twice", refText(r.text)));
+      if (!seen.insert(r.text).second)
+        fail(r.loc, fmt::format("{} is named twice", refText(r.text)));
       results.push_back(std::move(r));
       if (!isPunct(peek(), ',')) break;
       take();

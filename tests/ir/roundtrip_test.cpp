@@ -108,6 +108,24 @@ TEST(RoundTrip, HandWrittenTextBecomesCanonical) {
   EXPECT_EQ(printGraph(*parseGraph(canonical)), canonical);
 }
 
+TEST(RoundTrip, LargeGraphs) {
+  // Many dims, a long chain and a wide concat: checks of names and dims must stay linear.
+  std::string text = "graph @big [";
+  for (int i = 0; i < 20000; ++i)
+    text += (i ? ", d" : "d") + std::to_string(i) + "=" + std::to_string(i);
+  text += "] {\n  %v0 = input() : f32[2]\n";
+  for (int i = 1; i < 20000; ++i)
+    text += "  %v" + std::to_string(i) + " = neg(%v" + std::to_string(i - 1) + ") : f32[2]\n";
+  text += "  %cat = concat(";
+  for (int i = 0; i < 20000; ++i) text += (i ? ", %v" : "%v") + std::to_string(i);
+  text += ") {axis=0} : f32[40000]\n  return %cat\n}\n";
+  auto g = parseGraph(text);
+  EXPECT_EQ(g->size(), 20001u);
+  EXPECT_EQ(g->dims().size(), 20000u);
+  EXPECT_EQ(printGraph(*g), text);
+  EXPECT_EQ(printGraph(*graphFromJsonText(graphToJson(*g).dump())), text);
+}
+
 // Applies one random edit: delete, duplicate or overwrite a span, insert a token, truncate.
 std::string mutate(const std::string& s, std::mt19937& rng) {
   static const char* kTokens[] = {
