@@ -89,8 +89,10 @@ class Reader {
         fmt::format("{}: json: {}: {}", file_, path.empty() ? "(top level)" : path, msg));
   }
 
+  // Keys come from the input: control bytes are shown escaped, long keys cut.
   static std::string join(const std::string& path, std::string_view key) {
-    return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+    std::string k = irio::shownName(key);
+    return path.empty() ? k : fmt::format("{}.{}", path, k);
   }
 
   static std::string_view kindOf(const json& j) {

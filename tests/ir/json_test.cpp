@@ -166,6 +166,8 @@ const BadJson kBadJson[] = {
      "nodes[1].operands[0]: expected a string, got an integer"},
     {"arity", withNode(node("neg", R"(["x", "x"])", "{}")),
      "nodes[1].operands: 'neg' takes 1 operand, got 2"},
+    {"unknown_attribute_control_bytes", withNode(node("neg", R"(["x"])", R"({"a\nb": 0})")),
+     "nodes[1].attrs.a\\x0ab: unknown attribute for 'neg' (it has none)"},
     {"unknown_attribute", withNode(node("softmax", R"(["x"])", R"({"axs": 0})")),
      "nodes[1].attrs.axs: unknown attribute for 'softmax' (did you mean 'axis'?) (known: axis)"},
     {"attribute_wrong_kind", withNode(node("softmax", R"(["x"])", R"({"axis": 0.5})")),
