@@ -144,6 +144,8 @@ class Compiler {
         for (const auto& l : lib_paths_) dirs.push_back(l);
       }
       for (const auto& d : dirs) {
+        if (std::find(tried.begin(), tried.end(), d.empty() ? target.string() : d.string()) != tried.end())
+          continue;
         std::string cand = d.empty() ? target.string() : (d / target).lexically_normal().string();
         tried.push_back(d.empty() ? cand : d.string());
         if ((contents = read_(cand))) {

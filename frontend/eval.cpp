@@ -1221,7 +1221,7 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
         if (gd.training && (p.name == "seed" || p.name == "step") &&
             t.tensorType() != TensorType{DType::i64, {}})
           fail(p.type->loc, fmt::format("'{}' of a training graph must be i64[]", p.name));
-        Value* v = g_->add(OpKind::Input, {}, {}, {p.name}, {t.tensorType()})->result();
+        Value* v = addNode(p.loc, OpKind::Input, {}, {}, p.name, t.tensorType()).t;
         frame().locals[p.name] = Val::tensor(v);
       } catch (const EvalAbort&) {
         frame().failed = true;
@@ -1234,7 +1234,7 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
         auto it = frame().locals.find(n);
         Value* v = it != frame().locals.end() && it->second.k == VK::Tensor ? it->second.t : nullptr;
         if (!v && it == frame().locals.end()) {
-          v = g_->add(OpKind::Input, {}, {}, {n}, {TensorType{DType::i64, {}}})->result();
+          v = addNode(gd.loc, OpKind::Input, {}, {}, n, TensorType{DType::i64, {}}).t;
           frame().locals[n] = Val::tensor(v);
         }
         (std::string(n) == "seed" ? seed_ : step_) = v;
@@ -1259,7 +1259,12 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
     d_.error(gd.loc, fmt::format("training graph '{}' needs an output named 'loss'", gd.name));
     return std::nullopt;
   }
-  r.graph = finishGraph(*g_, param_order_, dropout_placeholder_, dropout_elements_);
+  try {
+    r.graph = finishGraph(*g_, param_order_, dropout_placeholder_, dropout_elements_);
+  } catch (const IRError& e) {
+    d_.error(gd.loc, fmt::format("internal error: cannot finish graph '{}': {}", gd.name, e.what()));
+    return std::nullopt;
+  }
   r.params = param_slots_;
   auto problems = verifyGraph(*r.graph);
   if (!problems.empty()) {
