@@ -1,6 +1,9 @@
 // Lowering of the model language to Graph IR: what each construct produces.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "ir/verifier.h"
 #include "tests/frontend/fe_test_util.h"
 
@@ -498,6 +501,28 @@ graph infer(x: f32[1]) { output y = maybe(x) }
 )";
   EXPECT_EQ(countOps(*compileText(src).graph, OpKind::Mul), 1u);
   EXPECT_EQ(countOps(*compileText(src, {.graph = "infer"}).graph, OpKind::Mul), 0u);
+}
+
+}  // namespace
+}  // namespace tgc
+
+namespace tgc {
+namespace {
+
+// docs/language.md's complete example compiles as written, with its preset.
+TEST(LowerTest, TheLanguageGuidesExampleCompiles) {
+  std::ifstream in(std::string(TGC_SOURCE_DIR) + "/docs/language.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string doc = ss.str();
+  size_t at = doc.find("## A complete example");
+  ASSERT_NE(at, std::string::npos);
+  size_t b = doc.find("```\n", at) + 4, e = doc.find("```", b);
+  std::string example = doc.substr(b, e - b);
+  auto m = compileText(example, {.preset = "big"});
+  EXPECT_EQ(m.loss_output, 0);
+  EXPECT_EQ(m.params.front().name, "blocks.0.ffn.linear1.weight");
+  EXPECT_EQ(m.params.front().type.str(), "f32[256,1024]");
 }
 
 }  // namespace
