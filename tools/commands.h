@@ -10,5 +10,6 @@ namespace tgc::cli {
 void registerOpt(CLI::App& app);      // cmd_opt.cpp: run passes on a text IR file
 void registerRun(CLI::App& app);      // cmd_run.cpp: run a graph with the interpreter
 void registerCompile(CLI::App& app);  // cmd_compile.cpp: model spec -> Graph IR
+void registerGradcheck(CLI::App& app);  // cmd_gradcheck.cpp: gradients vs finite differences
 
 }  // namespace tgc::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   tgc::cli::registerCompile(app);
   tgc::cli::registerOpt(app);
   tgc::cli::registerRun(app);
+  tgc::cli::registerGradcheck(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

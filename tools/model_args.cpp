@@ -1,0 +1,51 @@
+#include "tools/model_args.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace tgc::cli {
+namespace {
+
+std::pair<std::string, std::string> splitKV(const std::string& s, const char* flag) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw std::invalid_argument(fmt::format("{} {}: expected NAME=VALUE", flag, s));
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+}  // namespace
+
+void addModelArgs(CLI::App* cmd, ModelArgs& a) {
+  cmd->add_option("MODEL", a.model, "Model file in the tgc model language (.tg)")->required();
+  cmd->add_option("--graph", a.graph, "Graph of the model file (default: train, else the first)")
+      ->option_text("NAME");
+  cmd->add_option("--preset", a.preset, "Named preset of the model's config (tiny, small, base)")
+      ->option_text("NAME");
+  cmd->add_option("--set", a.sets, "Override a config value (repeatable)")->option_text("KEY=VALUE");
+  cmd->add_option("--dim", a.dims, "Bind a named dim (repeatable)")->option_text("NAME=SIZE");
+  cmd->add_option("--lib", a.libs, "Extra folder searched for imports (repeatable)")
+      ->option_text("DIR");
+}
+
+ModelOptions toModelOptions(const ModelArgs& a) {
+  ModelOptions m;
+  m.graph = a.graph;
+  m.preset = a.preset;
+  m.lib_paths = a.libs;
+  for (const auto& s : a.sets) m.sets.push_back(splitKV(s, "--set"));
+  for (const auto& d : a.dims) {
+    auto [k, v] = splitKV(d, "--dim");
+    errno = 0;
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno == ERANGE)
+      throw std::invalid_argument(fmt::format("--dim {}: '{}' is not an integer", k, v));
+    m.dims.emplace_back(k, n);
+  }
+  return m;
+}
+
+}  // namespace tgc::cli

@@ -1,0 +1,26 @@
+// The options every command that reads a model file shares: --graph, --preset, --set, --dim, --lib.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "frontend/frontend.h"
+
+namespace tgc::cli {
+
+struct ModelArgs {
+  std::string model;
+  std::string graph;
+  std::string preset;
+  std::vector<std::string> sets;
+  std::vector<std::string> dims;
+  std::vector<std::string> libs;
+};
+
+// Adds MODEL (positional, required) and the model options to `cmd`.
+void addModelArgs(CLI::App* cmd, ModelArgs& a);
+// Checks NAME=VALUE forms and integers; throws std::invalid_argument with the flag named.
+ModelOptions toModelOptions(const ModelArgs& a);
+
+}  // namespace tgc::cli
