@@ -366,23 +366,49 @@ TEST(Gemm, NeverTouchesMemoryPastTheOperands) {
   }
 }
 
-// The micro-kernel compiles to FMAs on full vector registers of the host.
+// The micro-kernel compiles to FMAs on full vector registers of the host, with every
+// accumulator in a register (no spill or reload anywhere), in both forms.
 TEST(GemmKernel, AssemblyUsesHostVectorFmas) {
   Jit jit(uncached());
   auto cfg = GemmKernelConfig::forTarget(jit.target(), DType::f32);
-  llvm::LLVMContext ctx;
-  llvm::Module m("k", ctx);
-  emitGemmMicroKernel(m, cfg, "ukernel");
-  jit.optimize(m);
-  std::string text = jit.assembly(m);
-  if (jit.target().vectorBits() == 512) {
-    EXPECT_NE(text.find("zmm"), std::string::npos);
-  } else if (jit.target().vectorBits() == 256) {
-    EXPECT_NE(text.find("ymm"), std::string::npos);
+  for (GemmAForm form : {GemmAForm::packed, GemmAForm::direct}) {
+    llvm::LLVMContext ctx;
+    llvm::Module m("k", ctx);
+    emitGemmMicroKernel(m, cfg, "ukernel", form);
+    jit.optimize(m);
+    std::string text = jit.assembly(m);
+    if (jit.target().vectorBits() == 512) {
+      EXPECT_NE(text.find("zmm"), std::string::npos);
+    } else if (jit.target().vectorBits() == 256) {
+      EXPECT_NE(text.find("ymm"), std::string::npos);
+    }
+    if (cfg.fma) {
+      EXPECT_NE(text.find("vfmadd"), std::string::npos) << text;
+    }
+    EXPECT_EQ(text.find("Spill"), std::string::npos) << text;
+    EXPECT_EQ(text.find("Reload"), std::string::npos) << text;
   }
-  if (cfg.fma) {
-    EXPECT_NE(text.find("vfmadd"), std::string::npos) << text;
-  }
+}
+
+TEST(GemmKernel, ConfigFollowsTheTarget) {
+  TargetSpec avx2{"x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,-avx512f"};
+  auto c = GemmKernelConfig::forTarget(avx2, DType::f32);
+  EXPECT_EQ(c.lanes, 8);
+  EXPECT_EQ(c.mr, 6);
+  EXPECT_EQ(c.nr, 16);
+  EXPECT_TRUE(c.fma);
+  EXPECT_EQ(GemmKernelConfig::forTarget(avx2, DType::f64).nr, 8);
+  TargetSpec sse{"x86_64-unknown-linux-gnu", "x86-64", "+sse2,-avx,-fma"};
+  c = GemmKernelConfig::forTarget(sse, DType::f32);
+  EXPECT_EQ(c.lanes, 4);
+  EXPECT_EQ(c.nr, 8);
+  EXPECT_FALSE(c.fma) << "no FMA units: llvm.fmuladd, never a libm call per element";
+  EXPECT_NO_THROW(c.validate());
+  c.nr = 10;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+  c = GemmKernelConfig::forTarget(sse, DType::f64);
+  c.mc = c.mr + 1;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
 }
 
 // The AVX-512 kernel, compiled for an AVX-512 CPU (not run: the host may lack it), keeps
@@ -404,6 +430,7 @@ TEST(GemmKernel, Avx512KernelCompilesForSkylakeX) {
   EXPECT_NE(text.find("vfmadd231ps\t(%"), std::string::npos) << "broadcast folded into the FMA";
   EXPECT_NE(text.find("zmm"), std::string::npos);
   EXPECT_EQ(text.find("Spill"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Reload"), std::string::npos) << text;
 }
 
 }  // namespace
