@@ -32,6 +32,40 @@ std::string describeVal(const Val& v) {
   return "value";
 }
 
+// Members hold methods by weak reference: a module storing its own method (or a parent's)
+// would otherwise keep itself alive through a reference cycle.
+static Val toMemberForm(const Val& v) {
+  if (v.k == VK::Fn && v.inst) {
+    Val r = v;
+    r.weak_inst = v.inst;
+    r.inst.reset();
+    r.b = true;  // a method, held weakly
+    return r;
+  }
+  if (v.k == VK::List) {
+    std::vector<Val> items;
+    for (const Val& x : *v.list) items.push_back(toMemberForm(x));
+    return Val::listOf(std::move(items));
+  }
+  return v;
+}
+
+// The inverse, on reading a member; a method whose instance is gone cannot be called.
+static Val fromMemberForm(const Val& v) {
+  if (v.k == VK::Fn && v.b) {
+    Val r = v;
+    r.inst = v.weak_inst.lock();
+    r.b = !r.inst;  // still set: the instance is gone
+    return r;
+  }
+  if (v.k == VK::List) {
+    std::vector<Val> items;
+    for (const Val& x : *v.list) items.push_back(fromMemberForm(x));
+    return Val::listOf(std::move(items));
+  }
+  return v;
+}
+
 std::string Instance::path() const {
   if (!named) return "";
   if (!has_owner) return local;
@@ -233,7 +267,8 @@ Val Evaluator::evalName(const std::string& name, Loc loc) {
   if (!found && f.self) {
     if (auto it = f.self->members.find(name); it != f.self->members.end()) {
       if (it->second.k == VK::ParamRef) return paramValue(f.self, static_cast<size_t>(it->second.i), loc);
-      found = &it->second;
+      if (it->second.k == VK::Error) throw EvalAbort{};
+      return fromMemberForm(it->second);
     } else if (auto m = f.self->methods.find(name); m != f.self->methods.end()) {
       Val v;
       v.k = VK::Fn;
@@ -335,7 +370,7 @@ Val Evaluator::evalMember(const Val& base, const std::string& name, Loc loc) {
     if (auto it = inst->members.find(name); it != inst->members.end()) {
       if (it->second.k == VK::ParamRef) return paramValue(inst, static_cast<size_t>(it->second.i), loc);
       if (it->second.k == VK::Error) throw EvalAbort{};
-      return it->second;
+      return fromMemberForm(it->second);
     }
     if (auto m = inst->methods.find(name); m != inst->methods.end()) {
       Val v;
@@ -539,7 +574,11 @@ std::vector<Val> Evaluator::iterate(const Val& lo, const Val* hi, Loc loc) {
 
 Val Evaluator::call(const Val& callee, std::vector<ArgVal> args, Loc loc) {
   switch (callee.k) {
-    case VK::Fn: return callFunction(*callee.fn, callee.inst, std::move(args), loc);
+    case VK::Fn:
+      if (callee.b)
+        fail(loc, fmt::format("method '{}' belongs to a module instance that no longer exists",
+                              callee.fn->name));
+      return callFunction(*callee.fn, callee.inst, std::move(args), loc);
     case VK::Module: return instantiate(*callee.mod, std::move(args), loc);
     case VK::Inst: {
       auto it = callee.inst->methods.find("forward");
@@ -607,7 +646,7 @@ void Evaluator::bindArgs(Frame& f, const std::string& what, const std::vector<Pa
     }
     if (p.type) v = checkAnnotation(v, eval(*p.type), argLocs[i], fmt::format("argument '{}' of {}", p.name, what));
     if (intoMembers) {
-      f.self->members[p.name] = v;
+      f.self->members[p.name] = toMemberForm(v);
       f.self->member_locs[p.name] = p.loc;
     } else {
       f.locals[p.name] = std::move(v);
@@ -762,7 +801,7 @@ void Evaluator::bind(const std::string& name, Val v, Loc loc, bool isLet) {
       if (!isLet && it == f.self->members.end())
         fail(loc, fmt::format("cannot assign to '{}': it is not defined (use 'let {} = ...')", name, name));
       nameInstances(v, f.self, name);
-      f.self->members[name] = std::move(v);
+      f.self->members[name] = toMemberForm(v);
       f.self->member_locs[name] = loc;
       return;
     }

@@ -45,7 +45,7 @@ struct Val {
   VK k = VK::None;
   int64_t i = 0;      // Int; ParamRef slot; Builtin: OpKind for BuiltinId::Op
   double f = 0;       // Float
-  bool b = false;     // Bool
+  bool b = false;     // Bool; Fn: a method whose instance is held weakly
   DType dt = DType::f32;  // DType, Type
   std::string s;      // Str, TypeName
   Shape shape;        // Type
@@ -54,6 +54,7 @@ struct Val {
   const FnDecl* fn = nullptr;
   const ModuleDecl* mod = nullptr;
   std::shared_ptr<Instance> inst;  // Inst; the bound instance of a method
+  std::weak_ptr<Instance> weak_inst;  // a method's instance while stored in a module member
   BuiltinId builtin = BuiltinId::Op;
 
   static Val none() { return Val{}; }

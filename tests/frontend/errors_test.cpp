@@ -101,6 +101,10 @@ TEST(ErrorsTest, Catalogue) {
       {"cannot assign member", "module M() { param w: f32[1]\n fn forward(x) { w = x\n return x } }\nlet m = M()\ngraph g(x: f32[1]) { output y = m(x) }",
        "cannot assign to 'w', a member of module 'M', inside a method"},
       {"training outside graph", "let t = training", "'training' is only known while a graph is lowered"},
+      {"orphaned method",
+       "module P() {\n fn f(x) { return x }\n let c = C(f) }\nmodule C(g) { fn forward(x) { return g(x) } }\n"
+       "graph t(x: f32[1]) { let c = P().c\n output y = c(x) }",
+       "method 'f' belongs to a module instance that no longer exists"},
       {"two parameters one name",
        "module L() { param w: f32[1]\n fn forward(x) { return x * w } }\n"
        "fn f(x) { let l = L()\n return l(x) }\ngraph g(x: f32[1]) { output y = f(f(x)) }",

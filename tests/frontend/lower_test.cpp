@@ -490,6 +490,27 @@ graph g(x: f32[2, 3, 5]) {
   EXPECT_EQ(m.graph->outputs()[1]->def()->attrFloats("value"), std::vector<double>{3.5});
 }
 
+TEST(LowerTest, MethodsAreValues) {
+  // A module hands its own method to a child, which calls it; members hold methods weakly.
+  auto m = compileText(R"(
+module Parent() {
+  param w: f32[2]
+  fn scale(x) { return x * w }
+  let child = Child(scale)
+  let again = scale
+  fn forward(x) { return again(child(x)) }
+}
+module Child(f) {
+  fn forward(x) { return f(x) + 1.0 }
+}
+let p = Parent()
+graph g(x: f32[2]) { output y = p(x) }
+)");
+  EXPECT_EQ(countOps(*m.graph, OpKind::Mul), 2u);
+  EXPECT_EQ(m.params.size(), 1u);
+  EXPECT_EQ(m.params[0].name, "p.w");
+}
+
 TEST(LowerTest, TrainingFlagIsVisibleInCode) {
   const char* src = R"(
 fn maybe(x) {
