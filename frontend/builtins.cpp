@@ -55,7 +55,7 @@ Val Evaluator::callOp(OpKind k, std::vector<ArgVal> args, Loc loc) {
   size_t nextAttr = 0;
 
   auto toAttr = [&](const AttrSpec& spec, const Val& v, Loc at) -> Attr {
-    std::string bad = fmt::format("attribute '{}' of {} must be {}, got a {}", spec.name, name,
+    std::string bad = fmt::format("attribute '{}' of {} must be {}, got {}", spec.name, name,
                                   attrKindWant(spec.kind), describeVal(v));
     auto asInt = [&](const Val& x) -> int64_t {
       if (x.k == VK::Int) return x.i;
@@ -164,7 +164,7 @@ Val Evaluator::callOp(OpKind k, std::vector<ArgVal> args, Loc loc) {
   if (!anyTensor && !operands.empty()) {
     for (const auto& o : operands)
       if (!o.first.isNumber())
-        fail(o.second, fmt::format("{} needs a tensor or a number, got a {}", name, describeVal(o.first)));
+        fail(o.second, fmt::format("{} needs a tensor or a number, got {}", name, describeVal(o.first)));
     const Val& a = operands[0].first;
     if (operands.size() == 1) {
       if ((k == OpKind::Neg || k == OpKind::Abs || k == OpKind::Relu) && a.k == VK::Int) {
@@ -248,7 +248,7 @@ Val Evaluator::callOp(OpKind k, std::vector<ArgVal> args, Loc loc) {
 Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
   if (b.k == VK::Builtin && b.builtin == BuiltinId::Op)
     return callOp(static_cast<OpKind>(b.i), std::move(args), loc);
-  if (b.k != VK::Builtin) fail(loc, fmt::format("a {} cannot be called", describeVal(b)));
+  if (b.k != VK::Builtin) fail(loc, fmt::format("{} cannot be called", describeVal(b)));
 
   // Matches arguments to named parameters; the first `required` ones must be given.
   auto match = [&](const char* fname, std::vector<std::string> params,
@@ -277,12 +277,12 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
   };
   auto number = [&](const std::optional<ArgVal>& a, const char* what) -> double {
     if (!a->v.isNumber())
-      fail(a->loc, fmt::format("{} must be a number, got a {}", what, describeVal(a->v)));
+      fail(a->loc, fmt::format("{} must be a number, got {}", what, describeVal(a->v)));
     return a->v.num();
   };
   auto typeArg = [&](const std::optional<ArgVal>& a, const char* fname) -> TensorType {
     if (a->v.k != VK::Type)
-      fail(a->loc, fmt::format("{} needs a tensor type such as f32[2, 3], got a {}", fname,
+      fail(a->loc, fmt::format("{} needs a tensor type such as f32[2, 3], got {}", fname,
                                describeVal(a->v)));
     return a->v.tensorType();
   };
@@ -341,7 +341,7 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
       auto a = match("len", {"x"}, 1);
       if (a[0]->v.k == VK::List) return Val::integer(static_cast<int64_t>(a[0]->v.list->size()));
       if (a[0]->v.k == VK::Str) return Val::integer(static_cast<int64_t>(a[0]->v.s.size()));
-      fail(a[0]->loc, fmt::format("len needs a list or a str, got a {}", describeVal(a[0]->v)));
+      fail(a[0]->loc, fmt::format("len needs a list or a str, got {}", describeVal(a[0]->v)));
     }
     case BuiltinId::Min:
     case BuiltinId::Max: {
@@ -356,7 +356,7 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
       Val best = xs[0];
       for (const Val& x : xs) {
         if (!x.isNumber())
-          fail(loc, fmt::format("{} compares numbers (use minimum/maximum for tensors), got a {}",
+          fail(loc, fmt::format("{} compares numbers (use minimum/maximum for tensors), got {}",
                                 fname, describeVal(x)));
         if (b.builtin == BuiltinId::Min ? x.num() < best.num() : x.num() > best.num()) best = x;
       }
@@ -370,7 +370,7 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
       const Val& v = a[0]->v;
       if (v.k == VK::Int) return v;
       if (v.k == VK::Bool) return Val::integer(v.b ? 1 : 0);
-      if (v.k != VK::Float) fail(a[0]->loc, fmt::format("{} needs a number, got a {}", fname, describeVal(v)));
+      if (v.k != VK::Float) fail(a[0]->loc, fmt::format("{} needs a number, got {}", fname, describeVal(v)));
       double r = b.builtin == BuiltinId::ToInt ? std::trunc(v.f)
                  : b.builtin == BuiltinId::Floor ? std::floor(v.f) : std::ceil(v.f);
       if (!integral(r)) fail(a[0]->loc, fmt::format("{} cannot convert {} to an int", fname, numStr(v.f)));
@@ -391,13 +391,13 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
         case VK::DType: return Val::str(std::string(dtypeName(v.dt)));
         case VK::Type: return Val::str(v.tensorType().str());
         case VK::Tensor: return Val::str(v.t->type().str());
-        default: fail(a[0]->loc, fmt::format("str cannot convert a {}", describeVal(v)));
+        default: fail(a[0]->loc, fmt::format("str cannot convert {}", describeVal(v)));
       }
     }
     case BuiltinId::Assert: {
       auto a = match("assert", {"cond", "message"}, 1);
       if (a[0]->v.k != VK::Bool)
-        fail(a[0]->loc, fmt::format("assert needs a compile-time bool, got a {}", describeVal(a[0]->v)));
+        fail(a[0]->loc, fmt::format("assert needs a compile-time bool, got {}", describeVal(a[0]->v)));
       if (a[1] && a[1]->v.k != VK::Str) fail(a[1]->loc, "the message of assert must be a str");
       if (!a[0]->v.b) fail(loc, a[1] ? "assertion failed: " + a[1]->v.s : std::string("assertion failed"));
       return Val::none();

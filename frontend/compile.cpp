@@ -214,11 +214,11 @@ class Compiler {
   enum class Kind { Int, Float, Bool, Str, DType };
   static const char* kindName(Kind k) {
     switch (k) {
-      case Kind::Int: return "int";
-      case Kind::Float: return "float";
-      case Kind::Bool: return "bool";
-      case Kind::Str: return "str";
-      case Kind::DType: return "dtype";
+      case Kind::Int: return "an int";
+      case Kind::Float: return "a float";
+      case Kind::Bool: return "a bool";
+      case Kind::Str: return "a str";
+      case Kind::DType: return "a dtype";
     }
     return "?";
   }
@@ -337,16 +337,16 @@ class Compiler {
           if (!kind) kind = kindOf(def);
           if (!kind)
             ev_.fail(e.value->loc, fmt::format("a config value must be an int, float, bool, str or "
-                                               "dtype, got a {}", describeVal(def)));
+                                               "dtype, got {}", describeVal(def)));
           auto defOk = coerce(def, *kind);
           if (!defOk)
-            ev_.fail(e.value->loc, fmt::format("config entry '{}' is a {} but its default is a {}",
+            ev_.fail(e.value->loc, fmt::format("config entry '{}' is {} but its default is {}",
                                                e.name, kindName(*kind), describeVal(def)));
           Val v = *defOk;
           if (auto s = sets.find(e.name); s != sets.end()) {
             auto parsed = parseSetting(s->second, *kind);
             if (!parsed) {
-              plainError(fmt::format("--set {}={}: expected a {}", e.name, s->second, kindName(*kind)));
+              plainError(fmt::format("--set {}={}: expected {}", e.name, s->second, kindName(*kind)));
               throw EvalAbort{};
             }
             v = *parsed;
@@ -356,8 +356,8 @@ class Compiler {
               Val pv = ev_.evalConst(*pe.value);
               auto ok = coerce(pv, *kind);
               if (!ok)
-                ev_.fail(pe.value->loc, fmt::format("config entry '{}' is a {}, but preset '{}' gives "
-                                                    "a {}", e.name, kindName(*kind), preset->name,
+                ev_.fail(pe.value->loc, fmt::format("config entry '{}' is {}, but preset '{}' gives "
+                                                    "{}", e.name, kindName(*kind), preset->name,
                                                     describeVal(pv)));
               v = *ok;
             }
@@ -396,7 +396,7 @@ class Compiler {
             Val v = ev_.evalConst(*d.def);
             if (v.k != VK::Int || v.i < 1)
               ev_.fail(d.def->loc, fmt::format("the size of dim '{}' must be a positive int, got {}", d.name,
-                                               v.k == VK::Int ? std::to_string(v.i) : "a " + describeVal(v)));
+                                               v.k == VK::Int ? std::to_string(v.i) : describeVal(v)));
             size = v.i;
           }
           if (!size) {

@@ -13,23 +13,23 @@ namespace tgc::fe {
 std::string describeVal(const Val& v) {
   switch (v.k) {
     case VK::None: return "nothing (a call that returns no value)";
-    case VK::Int: return "int";
-    case VK::Float: return "float";
-    case VK::Bool: return "bool";
-    case VK::Str: return "str";
-    case VK::DType: return "dtype";
-    case VK::Type: return fmt::format("tensor type {}", v.tensorType().str());
-    case VK::TypeName: return "type name";
-    case VK::Tensor: return fmt::format("tensor {}", v.t->type().str());
-    case VK::List: return "list";
-    case VK::Fn: return fmt::format("function '{}'", v.fn->name);
-    case VK::Module: return fmt::format("module '{}'", v.mod->name);
-    case VK::Inst: return fmt::format("instance of module '{}'", v.inst->decl->name);
-    case VK::Builtin: return "builtin function";
-    case VK::ParamRef: return "parameter";
-    case VK::Error: return "error";
+    case VK::Int: return "an int";
+    case VK::Float: return "a float";
+    case VK::Bool: return "a bool";
+    case VK::Str: return "a str";
+    case VK::DType: return "a dtype";
+    case VK::Type: return fmt::format("the tensor type {}", v.tensorType().str());
+    case VK::TypeName: return "a type name";
+    case VK::Tensor: return fmt::format("a tensor {}", v.t->type().str());
+    case VK::List: return "a list";
+    case VK::Fn: return fmt::format("the function '{}'", v.fn->name);
+    case VK::Module: return fmt::format("the module '{}'", v.mod->name);
+    case VK::Inst: return fmt::format("an instance of module '{}'", v.inst->decl->name);
+    case VK::Builtin: return "a builtin function";
+    case VK::ParamRef: return "a parameter";
+    case VK::Error: return "an error";
   }
-  return "value";
+  return "a value";
 }
 
 // Members hold methods by weak reference: a module storing its own method (or a parent's)
@@ -204,7 +204,7 @@ Val Evaluator::eval(const Expr& e) {
           if (e.op == Op::And ? !a.b : a.b) return a;  // short circuit
           Val b = eval(*e.kids[1]);
           if (b.k != VK::Bool)
-            fail(e.kids[1]->loc, fmt::format("'{}' needs two bools or two bool tensors, got bool and "
+            fail(e.kids[1]->loc, fmt::format("'{}' needs two bools or two bool tensors, got a bool and "
                                              "{}", opSpelling(e.op), describeVal(b)));
           return b;
         }
@@ -361,7 +361,7 @@ Val Evaluator::evalIndex(const Expr& e) {
   if (base.k == VK::Tensor)
     fail(e.loc, "tensors cannot be indexed with [...]; use slice(x, axis, start, end) or "
                 "gather(table, indices)");
-  fail(e.loc, fmt::format("a {} cannot be indexed", describeVal(base)));
+  fail(e.loc, fmt::format("{} cannot be indexed", describeVal(base)));
 }
 
 Val Evaluator::evalMember(const Val& base, const std::string& name, Loc loc) {
@@ -397,7 +397,7 @@ Val Evaluator::evalMember(const Val& base, const std::string& name, Loc loc) {
     fail(loc, fmt::format("a tensor has no member '{}' (it has shape, dtype and rank){}", name,
                           didYouMean(name, {"shape", "dtype", "rank"})));
   }
-  fail(loc, fmt::format("a {} has no member '{}'", describeVal(base), name));
+  fail(loc, fmt::format("{} has no member '{}'", describeVal(base), name));
 }
 
 Val Evaluator::unaryOp(Op op, const Val& a, Loc loc) {
@@ -419,7 +419,7 @@ Val Evaluator::unaryOp(Op op, const Val& a, Loc loc) {
       break;
     default: break;
   }
-  fail(loc, fmt::format("operator '{}' cannot be applied to a {}", opSpelling(op), describeVal(a)));
+  fail(loc, fmt::format("operator '{}' cannot be applied to {}", opSpelling(op), describeVal(a)));
 }
 
 static bool isCompare(Op op) {
@@ -567,7 +567,7 @@ std::vector<Val> Evaluator::iterate(const Val& lo, const Val* hi, Loc loc) {
     return out;
   }
   if (lo.k == VK::List) return *lo.list;
-  fail(loc, fmt::format("'for' iterates over a range a..b or a list, got a {}", describeVal(lo)));
+  fail(loc, fmt::format("'for' iterates over a range a..b or a list, got {}", describeVal(lo)));
 }
 
 // ---- calls ----------------------------------------------------------------------------------
@@ -590,7 +590,7 @@ Val Evaluator::call(const Val& callee, std::vector<ArgVal> args, Loc loc) {
     case VK::Builtin: return callBuiltin(callee, std::move(args), loc);
     default: break;
   }
-  fail(loc, fmt::format("a {} cannot be called", describeVal(callee)));
+  fail(loc, fmt::format("{} cannot be called", describeVal(callee)));
 }
 
 namespace {
@@ -681,7 +681,7 @@ Val Evaluator::checkAnnotation(const Val& v, const Val& type, Loc loc, const std
     bad(type.tensorType().str());
   }
   fail(loc, fmt::format("the annotation of {} must be a type (int, float, bool, str, a dtype or a "
-                        "tensor type such as f32[B, S]), got a {}", what, describeVal(type)));
+                        "tensor type such as f32[B, S]), got {}", what, describeVal(type)));
 }
 
 Val Evaluator::callFunction(const FnDecl& fn, const std::shared_ptr<Instance>& self,
@@ -844,8 +844,8 @@ void Evaluator::execStmt(const Stmt& s) {
         return;
       }
       if (v.k != VK::List || v.list->size() != s.names.size())
-        fail(s.value->loc, fmt::format("cannot unpack a {} into {} names", v.k == VK::List
-                                           ? fmt::format("list of {}", v.list->size())
+        fail(s.value->loc, fmt::format("cannot unpack {} into {} names", v.k == VK::List
+                                           ? fmt::format("a list of {}", v.list->size())
                                            : describeVal(v), s.names.size()));
       for (size_t i = 0; i < s.names.size(); ++i) {
         nameValue((*v.list)[i], s.names[i], before);
@@ -865,7 +865,7 @@ void Evaluator::execStmt(const Stmt& s) {
         fail(s.cond->loc, "'if' needs a compile-time condition, but this is a tensor; use "
                           "where(cond, a, b) to choose elementwise");
       if (c.k != VK::Bool)
-        fail(s.cond->loc, fmt::format("'if' condition must be a bool, got a {}", describeVal(c)));
+        fail(s.cond->loc, fmt::format("'if' condition must be a bool, got {}", describeVal(c)));
       execBlock(c.b ? s.body : s.else_body);
       return;
     }
@@ -915,7 +915,7 @@ void Evaluator::execStmt(const Stmt& s) {
         if (o.name == name) fail(s.name_locs[0], fmt::format("output '{}' is defined twice", name));
       Val v = eval(*s.value);
       if (v.k != VK::Tensor)
-        fail(s.value->loc, fmt::format("an output must be a tensor, got a {}", describeVal(v)));
+        fail(s.value->loc, fmt::format("an output must be a tensor, got {}", describeVal(v)));
       if (name == "loss" && !(isFloat(v.t->type().dtype) && v.t->type().rank() == 0))
         fail(s.value->loc, fmt::format("the loss must be a float scalar, got {}", v.t->type().str()));
       if (v.t->def()->op() != OpKind::Input) {
@@ -940,7 +940,7 @@ void Evaluator::declareParam(const Stmt& s) {
   Val t = eval(*s.type);
   if (t.k != VK::Type)
     fail(s.type->loc, fmt::format("a parameter's type must be a tensor type such as "
-                                  "f32[d_in, d_out], got a {}", describeVal(t)));
+                                  "f32[d_in, d_out], got {}", describeVal(t)));
   ParamSlot slot;
   slot.name = name;
   slot.type = t.tensorType();
@@ -1039,7 +1039,7 @@ Value* Evaluator::constantScalar(DType dt, double v, Loc loc, const std::string&
 Value* Evaluator::toOperand(const Val& v, DType peer, Loc loc) {
   if (v.k == VK::Tensor) return v.t;
   if (!v.isNumber() && v.k != VK::Bool)
-    fail(loc, fmt::format("expected a tensor or a number, got a {}", describeVal(v)));
+    fail(loc, fmt::format("expected a tensor or a number, got {}", describeVal(v)));
   double x = v.k == VK::Bool ? (v.b ? 1.0 : 0.0) : v.num();
   // A number takes the dtype of the tensor it meets, so `x * 0.125` works on f32 and f64.
   if (isInteger(peer)) {
@@ -1113,7 +1113,7 @@ Val Evaluator::paramValue(const std::shared_ptr<Instance>& inst, size_t slot, Lo
 }
 
 Val Evaluator::dropout(const Val& x, double p, Loc loc) {
-  if (x.k != VK::Tensor) fail(loc, fmt::format("dropout needs a tensor, got a {}", describeVal(x)));
+  if (x.k != VK::Tensor) fail(loc, fmt::format("dropout needs a tensor, got {}", describeVal(x)));
   if (!(p >= 0 && p < 1)) fail(loc, fmt::format("dropout probability must be in [0, 1), got {}", p));
   requireTensorContext(loc, "dropout");
   if (!training_ || p == 0) return x;  // inference graphs have no dropout at all
@@ -1256,7 +1256,7 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
         --no_tensors_;
         if (t.k != VK::Type)
           fail(p.type->loc, fmt::format("graph input '{}' needs a tensor type such as f32[B, S], got "
-                                        "a {}", p.name, describeVal(t)));
+                                        "{}", p.name, describeVal(t)));
         if (gd.training && (p.name == "seed" || p.name == "step") &&
             t.tensorType() != TensorType{DType::i64, {}})
           fail(p.type->loc, fmt::format("'{}' of a training graph must be i64[]", p.name));

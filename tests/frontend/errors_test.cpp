@@ -63,7 +63,7 @@ TEST(ErrorsTest, Catalogue) {
       {"unknown keyword", "fn f(alpha) { return alpha }\nlet x = f(alpah=1)",
        "'f' has no parameter 'alpah' (did you mean 'alpha'?)"},
       {"too many args", "fn f(a) { return a }\nlet x = f(1, 2)", "'f' takes 1 argument, got 2"},
-      {"not callable", "let a = 3\nlet b = a(1)", "a int cannot be called"},
+      {"not callable", "let a = 3\nlet b = a(1)", "an int cannot be called"},
       {"bad dimension", "graph g(x: f32[2, -1]) { output y = x }",
        "a dimension must be a non-negative integer, got -1"},
       {"fractional dimension", "config { d = 5 }\ngraph g(x: f32[d / 2]) { output y = x }",
@@ -74,7 +74,7 @@ TEST(ErrorsTest, Catalogue) {
       {"tensor index", "graph g(x: f32[2]) { output y = x[0] }", "tensors cannot be indexed"},
       {"unpack", "fn f() { return 1, 2 }\nlet a, b, c = f()", "cannot unpack a list of 2 into 3 names"},
       {"no value", "fn f() { }\nlet a = f()", "this expression gives no value"},
-      {"output kind", "graph g(x: f32[1]) { output y = 3 }", "an output must be a tensor, got a int"},
+      {"output kind", "graph g(x: f32[1]) { output y = 3 }", "an output must be a tensor, got an int"},
       {"loss scalar", "graph g(x: f32[2]) training { output loss = x }", "the loss must be a float scalar, got f32[2]"},
       {"training without loss", "graph g(x: f32[2]) training { output y = x }",
        "training graph 'g' needs an output named 'loss'"},
@@ -85,7 +85,7 @@ TEST(ErrorsTest, Catalogue) {
       {"redefinition", "fn f() { return 1 }\nfn f() { return 2 }", "test.tg:2:1: error: 'f' is already defined"},
       {"builtin name", "fn softmax(x) { return x }", "function 'softmax' has the name of a builtin"},
       {"config builtin", "config { dropout = 0.1 }", "config entry 'dropout' has the name of a builtin"},
-      {"config kind", "config { n: int = 1.5 }", "config entry 'n' is a int but its default is a float"},
+      {"config kind", "config { n: int = 1.5 }", "config entry 'n' is an int but its default is a float"},
       {"preset key", "config { d = 1 }\npreset p { dd = 2 }",
        "preset 'p' sets 'dd', which is not a config entry (did you mean 'd'?)"},
       {"assert", "config { h = 3 }\nlet x = assert(12 % h == 1, \"not divisible\")", "assertion failed: not divisible"},
@@ -93,7 +93,7 @@ TEST(ErrorsTest, Catalogue) {
        "dropout probability must be in [0, 1), got 1.5"},
       {"for over int", "fn f() { for i in 3 { } }\nlet a = f()", "'for' iterates over a range a..b or a list"},
       {"and on ints", "let a = 1 and 2", "'and' needs two bools"},
-      {"string minus", "let a = \"a\" - \"b\"", "operator '-' cannot be applied to str and str"},
+      {"string minus", "let a = \"a\" - \"b\"", "operator '-' cannot be applied to a str and a str"},
       {"matmul numbers", "let a = 2 @ 3", "'@' multiplies matrices"},
       {"where literals", "graph g(c: bool[2]) { output y = where(c, 1.0, 0.0) }",
        "where needs a tensor in one of its branches"},
@@ -187,14 +187,14 @@ graph g(x: f32[B, d_model]) { output y = x }
                        "test.tg: error: unknown preset 'smal' (did you mean 'small'?) (presets: small)"));
   EXPECT_TRUE(contains(errorsOf(src, {.sets = {{"d_modl", "3"}}}),
                        "--set d_modl: there is no config entry 'd_modl' (did you mean 'd_model'?)"));
-  EXPECT_TRUE(contains(errorsOf(src, {.sets = {{"d_model", "abc"}}}), "--set d_model=abc: expected a int"));
+  EXPECT_TRUE(contains(errorsOf(src, {.sets = {{"d_model", "abc"}}}), "--set d_model=abc: expected an int"));
   EXPECT_TRUE(contains(errorsOf(src, {.sets = {{"on", "maybe"}}}), "--set on=maybe: expected a bool"));
   EXPECT_TRUE(contains(errorsOf(src, {.sets = {{"dtype", "f33"}}}), "--set dtype=f33: expected a dtype"));
   EXPECT_TRUE(contains(errorsOf(src, {.dims = {{"Q", 2}}}), "--dim Q: the model declares no dim 'Q'"));
   EXPECT_TRUE(contains(errorsOf(src, {.dims = {{"B", 0}}}), "--dim B=0: a dim must be at least 1"));
   EXPECT_TRUE(contains(errorsOf("config { d = 1 }\npreset p { d = \"x\" }\ngraph g(x: f32[1]) { output y = x }",
                                 {.preset = "p"}),
-                       "test.tg:2:16: error: config entry 'd' is a int, but preset 'p' gives a str"));
+                       "test.tg:2:16: error: config entry 'd' is an int, but preset 'p' gives a str"));
 }
 
 TEST(ErrorsTest, ImportProblems) {

@@ -311,12 +311,12 @@ graph g(x: f32[3]) {
 fn f(x: f32[3], n: int) { return x }
 graph g(x: f32[4]) { output y = f(x, 2) }
 )");
-  EXPECT_TRUE(contains(e, "test.tg:3:35: error: argument 'x' of 'f' must be f32[3], got tensor f32[4]")) << e;
+  EXPECT_TRUE(contains(e, "test.tg:3:35: error: argument 'x' of 'f' must be f32[3], got a tensor f32[4]")) << e;
   e = errorsOf(R"(
 fn f(x, n: int) { return x }
 graph g(x: f32[4]) { output y = f(x, 2.5) }
 )");
-  EXPECT_TRUE(contains(e, "argument 'n' of 'f' must be an int, got float")) << e;
+  EXPECT_TRUE(contains(e, "argument 'n' of 'f' must be an int, got a float")) << e;
 }
 
 TEST(LowerTest, DropoutIsKeyedBySeedAndStepAndOnlyInTrainingGraphs) {
