@@ -404,7 +404,10 @@ class Compiler {
             else ev_.defineGlobal(d.name, Val::none(), d.loc, "dim");
             continue;
           }
-          if (ev_.defineGlobal(d.name, Val::integer(*size), d.loc, "dim")) bound.emplace_back(d.name, *size);
+          if (ev_.defineGlobal(d.name, Val::integer(*size), d.loc, "dim")) {
+            ev_.declareDim(d.name);
+            bound.emplace_back(d.name, *size);
+          }
         } catch (const EvalAbort&) {
           ev_.defineGlobal(d.name, Val::error(), d.loc, "dim");
         } catch (const EvalFatal&) {

@@ -278,7 +278,10 @@ Val Evaluator::evalName(const std::string& name, Loc loc) {
     }
   }
   if (!found) {
-    if (auto it = globals_.find(name); it != globals_.end()) found = &it->second;
+    if (auto it = globals_.find(name); it != globals_.end()) {
+      found = &it->second;
+      if (dim_names_.count(name)) dims_used_.insert(name);
+    }
   }
   if (found) {
     if (found->k == VK::Error) throw EvalAbort{};  // already reported where it failed
@@ -1209,7 +1212,7 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
     const GraphDecl& gd, const std::vector<std::pair<std::string, int64_t>>& dims) {
   size_t errorsBefore = d_.errorCount();
   auto graph = std::make_unique<Graph>(gd.name);
-  graph->setDims(dims);
+  std::set<std::string> usedBefore = dims_used_;  // by config, dims and top-level lets
   g_ = graph.get();
   training_ = gd.training;
   seed_ = step_ = nullptr;
@@ -1288,6 +1291,11 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
     d_.error(gd.loc, fmt::format("graph '{}' has no outputs: add 'output name = value'", gd.name));
     return std::nullopt;
   }
+  std::vector<std::pair<std::string, int64_t>> used;
+  for (const auto& d : dims)
+    if (dims_used_.count(d.first)) used.push_back(d);
+  g_->setDims(std::move(used));
+  dims_used_ = std::move(usedBefore);
   LoweredGraph r;
   for (size_t i = 0; i < outputs_.size(); ++i) {
     g_->addOutput(outputs_[i].value);

@@ -130,6 +130,8 @@ class Evaluator {
   // Defines a global; reports a redefinition (or a clash with a builtin) at `loc`.
   bool defineGlobal(const std::string& name, Val v, Loc loc, const char* what);
   void declareUnboundDim(const std::string& name) { unbound_dims_.insert(name); }
+  // A bound dim: lookups are recorded so that a graph lists only the dims it depends on.
+  void declareDim(const std::string& name) { dim_names_.insert(name); }
   const std::map<std::string, Val>& globals() const { return globals_; }
 
   // Evaluates a top-level expression (config defaults, presets, dims) with tensors disallowed.
@@ -141,7 +143,8 @@ class Evaluator {
   // returns the value converted (an int where a float is wanted), or throws after reporting.
   Val checkAnnotation(const Val& v, const Val& type, Loc loc, const std::string& what);
 
-  // Lowers one graph. Returns nothing when errors were reported.
+  // Lowers one graph. Returns nothing when errors were reported. The graph records the dims
+  // (of `dims`, in that order) that it or the top-level code used.
   std::optional<LoweredGraph> lowerGraph(const GraphDecl& g,
                                          const std::vector<std::pair<std::string, int64_t>>& dims);
 
@@ -223,6 +226,8 @@ class Evaluator {
   std::map<std::string, Loc> global_locs_;
   std::unordered_map<std::string, Val> builtins_;
   std::set<std::string> unbound_dims_;
+  std::set<std::string> dim_names_;
+  std::set<std::string> dims_used_;
   std::vector<std::unique_ptr<Frame>> frames_;
   int depth_ = 0;
   int call_depth_ = 0;

@@ -160,6 +160,25 @@ graph g(x: f32[B, S]) { output y = x }
   EXPECT_EQ(m.graph->dims(), (std::vector<std::pair<std::string, int64_t>>{{"B", 3}, {"S", 7}}));
   std::string e = errorsOf(src);
   EXPECT_TRUE(contains(e, "test.tg:3:19: error: dim 'S' has no size: pass --dim S=N")) << e;
+  // A graph records the dims it depends on, directly or through top-level code.
+  const char* two = R"(
+dim B = 2, S = 3, T = 4
+let BT = B * T
+graph a(x: f32[S]) { output y = x }
+graph b(x: f32[BT]) { output y = x }
+)";
+  EXPECT_EQ(compileText(two, {.graph = "a"}).graph->dims(),
+            (std::vector<std::pair<std::string, int64_t>>{{"B", 2}, {"S", 3}, {"T", 4}}));
+  const char* lazy = R"(
+dim B = 2, S = 3, T = 4
+fn f(x) { return reshape(x, [B, S]) }
+graph a(x: f32[S]) { output y = x }
+graph b(x: f32[6]) { output y = f(x) }
+)";
+  EXPECT_EQ(compileText(lazy, {.graph = "a"}).graph->dims(),
+            (std::vector<std::pair<std::string, int64_t>>{{"S", 3}}));
+  EXPECT_EQ(compileText(lazy, {.graph = "b"}).graph->dims(),
+            (std::vector<std::pair<std::string, int64_t>>{{"B", 2}, {"S", 3}}));
 }
 
 TEST(LowerTest, LiteralsTakeTheDtypeOfTheOtherOperand) {
