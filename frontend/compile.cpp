@@ -89,7 +89,12 @@ class Compiler {
     stopIfErrors();
 
     CompiledModel out;
+    std::set<std::string> dimNames;
+    for (const auto& f : files_)
+      for (const auto& d : f->dims) dimNames.insert(d.name);
+    ev_.setPendingDims(dimNames);
     resolveConfig(out);
+    ev_.setPendingDims({});
     std::vector<std::pair<std::string, int64_t>> dims = bindDims();
     stopIfErrors();
     try {

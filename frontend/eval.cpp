@@ -287,6 +287,9 @@ Val Evaluator::evalName(const std::string& name, Loc loc) {
     if (found->k == VK::Error) throw EvalAbort{};  // already reported where it failed
     return *found;
   }
+  if (pending_dims_.count(name))
+    fail(loc, fmt::format("dim '{}' cannot be used here: config entries are evaluated before dims "
+                          "are bound", name));
   if (unbound_dims_.count(name))
     fail(loc, fmt::format("dim '{}' has no size: pass --dim {}=N or give it a default "
                           "(dim {} = N)", name, name, name));

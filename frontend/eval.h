@@ -132,6 +132,8 @@ class Evaluator {
   void declareUnboundDim(const std::string& name) { unbound_dims_.insert(name); }
   // A bound dim: lookups are recorded so that a graph lists only the dims it depends on.
   void declareDim(const std::string& name) { dim_names_.insert(name); }
+  // Dims declared but not yet bound (while the config is evaluated).
+  void setPendingDims(std::set<std::string> names) { pending_dims_ = std::move(names); }
   const std::map<std::string, Val>& globals() const { return globals_; }
 
   // Evaluates a top-level expression (config defaults, presets, dims) with tensors disallowed.
@@ -227,6 +229,7 @@ class Evaluator {
   std::unordered_map<std::string, Val> builtins_;
   std::set<std::string> unbound_dims_;
   std::set<std::string> dim_names_;
+  std::set<std::string> pending_dims_;
   std::set<std::string> dims_used_;
   std::vector<std::unique_ptr<Frame>> frames_;
   int depth_ = 0;

@@ -88,6 +88,7 @@ TEST(ErrorsTest, Catalogue) {
       {"config kind", "config { n: int = 1.5 }", "config entry 'n' is an int but its default is a float"},
       {"preset key", "config { d = 1 }\npreset p { dd = 2 }",
        "preset 'p' sets 'dd', which is not a config entry (did you mean 'd'?)"},
+      {"dim in config", "dim B = 2\nconfig { n = B * 2 }", "dim 'B' cannot be used here: config entries are evaluated before dims"},
       {"assert", "config { h = 3 }\nlet x = assert(12 % h == 1, \"not divisible\")", "assertion failed: not divisible"},
       {"dropout p", "graph g(x: f32[2]) training { output loss = reduce_sum(dropout(x, 1.5), [0]) }",
        "dropout probability must be in [0, 1), got 1.5"},
