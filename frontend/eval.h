@@ -268,7 +268,7 @@ inline constexpr int kMaxEvalDepth = 1000;
 inline constexpr int kMaxCallDepth = 100;
 inline constexpr uint64_t kMaxEvalSteps = 20'000'000;
 inline constexpr size_t kMaxGraphNodes = 2'000'000;
-inline constexpr size_t kMaxListLength = 1'000'000;
+inline constexpr size_t kMaxListLength = 100'000;
 inline constexpr int64_t kMaxConstantElements = int64_t{1} << 22;
 inline constexpr int64_t kMaxTensorElements = int64_t{1} << 42;
 
