@@ -7,7 +7,8 @@ namespace tgc {
 
 Tensor::Tensor(TensorType type) : type_(std::move(type)) {
   storage_.resize((nbytes() + sizeof(Block) - 1) / sizeof(Block));
-  std::memset(storage_.data(), 0, storage_.size() * sizeof(Block));
+  // An empty tensor has no storage: memset of a null pointer is undefined even for 0 bytes.
+  if (!storage_.empty()) std::memset(storage_.data(), 0, storage_.size() * sizeof(Block));
 }
 
 Tensor::Tensor(TensorType type, const std::vector<double>& values) : Tensor(std::move(type)) {
