@@ -62,6 +62,7 @@ TEST(InitTest, DistributionsHaveTheDocumentedScale) {
   for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(ones.getF(i), 1.0);
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(c.getF(i), 0.25);
   EXPECT_THROW(initParam({"x", "bogus", 0, {DType::f32, {1}}}, 1), std::invalid_argument);
+  EXPECT_EQ(initParam({"e", "xavier_uniform", 1.0, {DType::f32, {16, 0}}}, 1).numel(), 0);
 }
 
 TEST(InitTest, ParamsOfACompiledModelInitialize) {
