@@ -53,10 +53,14 @@ static std::string human(double v) {
 }
 
 std::string formatStats(const GraphStats& s) {
-  std::string r = fmt::format("graph statistics:\n  parameters: {} ({}) in {} tensors\n  nodes: {}\n"
-                              "  estimated FLOPs: {} ({:.6g})\n  ops:\n",
-                              s.param_count, human(static_cast<double>(s.param_count)),
-                              s.param_tensors, s.node_count, human(s.flops), s.flops);
+  auto both = [](double v) {
+    std::string h = human(v);
+    return v < 1000 ? h : fmt::format("{:.0f} ({})", v, h);
+  };
+  std::string r = fmt::format("graph statistics:\n  parameters: {} in {} tensors\n  nodes: {}\n"
+                              "  estimated FLOPs: {}\n  ops:\n",
+                              both(static_cast<double>(s.param_count)), s.param_tensors,
+                              s.node_count, both(s.flops));
   for (const auto& [op, n] : s.op_counts) {
     auto f = s.flops_by_op.find(op);
     r += fmt::format("    {:<16} {:>6}{}\n", op, n,

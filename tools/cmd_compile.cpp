@@ -40,7 +40,7 @@ struct CompileOptions {
 constexpr const char* kFooter = R"(
 Examples:
   tgc compile models/transformer.tg --preset tiny --graph encode
-  tgc compile models/transformer.tg --preset base --set dropout=0.2 --dim B=32 --dim S=50
+  tgc compile models/transformer.tg --preset base --set p_drop=0.2 --dim B=32 --dim S=50
   tgc compile models/gpt.tg --stats
   tgc compile models/transformer.tg --passes='fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
 
