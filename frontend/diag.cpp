@@ -82,7 +82,8 @@ std::string closestName(const std::string& name, const std::vector<std::string>&
       bestDist = d;
     }
   }
-  return bestDist <= limit ? best : "";
+  // Replacing every character is no suggestion ('C' for 'B').
+  return bestDist <= limit && bestDist < name.size() ? best : "";
 }
 
 std::string didYouMean(const std::string& name, const std::vector<std::string>& candidates) {

@@ -250,3 +250,20 @@ TEST(ParserTest, ErrorCountIsCapped) {
 
 }  // namespace
 }  // namespace tgc::fe
+
+namespace tgc::fe {
+namespace {
+
+TEST(SuggestionTest, ClosestNameWithinAFewEdits) {
+  std::vector<std::string> names = {"d_model", "heads", "first", "B", "S"};
+  EXPECT_EQ(closestName("d_modle", names), "d_model");  // a swap is one edit
+  EXPECT_EQ(closestName("frist", names), "first");
+  EXPECT_EQ(closestName("head", names), "heads");
+  EXPECT_EQ(closestName("C", names), "");               // not a suggestion
+  EXPECT_EQ(closestName("vocabulary", names), "");
+  EXPECT_EQ(didYouMean("haeds", names), " (did you mean 'heads'?)");
+  EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
+}
+
+}  // namespace
+}  // namespace tgc::fe
