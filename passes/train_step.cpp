@@ -61,6 +61,8 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   Value* bc1 = b.sub(c(1), b.binary(OpKind::Pow, c(cfg.beta1), t), "bias1");
   Value* bc2 = b.sub(c(1), b.binary(OpKind::Pow, c(cfg.beta2), t), "bias2");
 
+  g.renameValue(norm, "grad_norm");
+  g.renameValue(lr, "lr");
   std::vector<Value*> outs = g.outputs();
   outs.push_back(norm);
   outs.push_back(lr);

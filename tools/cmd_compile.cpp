@@ -15,7 +15,9 @@
 #include "ir/graphviz.h"
 #include "ir/json.h"
 #include "ir/printer.h"
+#include "passes/autodiff.h"
 #include "passes/pass_manager.h"
+#include "passes/train_step.h"
 #include "tools/commands.h"
 
 namespace tgc::cli {
@@ -35,6 +37,9 @@ struct CompileOptions {
   bool list_params = false;
   std::string passes;
   PassManagerOptions pm;
+  bool grad = false;   // append the backward graph
+  bool train = false;  // append backward + AdamW: the training-step graph
+  OptimizerConfig optim;
 };
 
 constexpr const char* kFooter = R"(
@@ -96,6 +101,28 @@ void writeOut(const std::string& path, const std::string& text) {
   if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
 }
 
+// --grad / --train: the loss becomes outputs[0] (the other outputs follow as metrics), then
+// the gradients, or the whole training step, are appended as ordinary IR.
+void addBackward(CompiledModel& m, const CompileOptions& o) {
+  Graph& g = *m.graph;
+  if (m.loss_output < 0)
+    throw std::runtime_error(fmt::format("--{}: graph @{} has no output named loss",
+                                         o.train ? "train" : "grad", g.name()));
+  std::vector<Value*> outs{g.outputs()[m.loss_output]};
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    if (static_cast<int>(i) != m.loss_output) outs.push_back(g.outputs()[i]);
+  g.setOutputs(outs);
+  if (o.train) {
+    OptimizerConfig cfg = o.optim;
+    for (const auto& [k, v] : m.config)
+      if (k == "d_model" && std::holds_alternative<int64_t>(v)) cfg.d_model = std::get<int64_t>(v);
+    buildTrainStep(g, cfg);
+    return;
+  }
+  for (Value* gr : appendGradients(g, outs[0], trainableParameters(g))) outs.push_back(gr);
+  g.setOutputs(outs);
+}
+
 void runCompile(const CompileOptions& o) {
   ModelOptions mo = modelOptions(o);
   // Check the pipeline before compiling what may be a large model.
@@ -106,6 +133,7 @@ void runCompile(const CompileOptions& o) {
     for (const auto& n : m.graph_names) fmt::print("{}\n", n);
     return;
   }
+  if (o.grad || o.train) addBackward(m, o);
   if (pm) {
     PassContext ctx;
     pm->run(*m.graph, ctx);
@@ -144,6 +172,24 @@ void registerCompile(CLI::App& app) {
   cmd->add_flag("--stats", o->stats, "Print parameter count, ops by kind and estimated FLOPs");
   cmd->add_flag("--list-graphs", o->list_graphs, "List the graphs of the model and exit");
   cmd->add_flag("--params", o->list_params, "List the parameters with their types and initializers");
+  cmd->add_flag("--grad", o->grad,
+                "Append the backward graph: outputs become loss, the other outputs, then "
+                "grad.<param> for every parameter");
+  cmd->add_flag("--train", o->train,
+                "Build the training step: forward, loss, backward and the AdamW update in one "
+                "graph (new inputs adam.m/v.<param> and step; outputs loss, metrics, grad_norm, "
+                "lr, then new.<param> and new.adam.m/v.<param>)");
+  cmd->add_option("--schedule", o->optim.schedule,
+                  "With --train: learning-rate schedule, noam (the paper's warm-up) or constant")
+      ->check(CLI::IsMember({"noam", "constant"}));
+  cmd->add_option("--lr", o->optim.lr, "With --train --schedule=constant: the learning rate");
+  cmd->add_option("--lr-scale", o->optim.lr_scale, "With --train: factor on the noam schedule");
+  cmd->add_option("--warmup", o->optim.warmup, "With --train: warm-up steps of the noam schedule")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--clip-norm", o->optim.clip_norm,
+                  "With --train: clip gradients to this global L2 norm (0: off)");
+  cmd->add_option("--weight-decay", o->optim.weight_decay,
+                  "With --train: decoupled weight decay (AdamW)");
   cmd->add_option("-p,--passes", o->passes,
                   "Pass pipeline to run on the lowered graph (see tgc opt --help)");
   cmd->add_flag("--print-after-all", o->pm.print_after_all, "Print the IR after every pass run");
