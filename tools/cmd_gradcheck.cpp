@@ -141,7 +141,7 @@ padding, and compares d loss / d parameter from the generated backward graph wit
 (loss(p + h) - loss(p - h)) / 2h on sampled entries of every parameter tensor. Dropout
 masks depend only on (seed, step), so the check is valid with dropout on.
 
-Example:
+Examples:
   tgc gradcheck models/transformer.tg --preset tiny --set src_vocab=24 --set tgt_vocab=24
 
 Exit status: 0 when every error is within --tolerance, 1 otherwise or on error.)");
