@@ -3,8 +3,6 @@
 // and prints statistics.
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -19,17 +17,13 @@
 #include "passes/pass_manager.h"
 #include "passes/train_step.h"
 #include "tools/commands.h"
+#include "tools/model_args.h"
 
 namespace tgc::cli {
 namespace {
 
 struct CompileOptions {
-  std::string model;
-  std::string graph;
-  std::string preset;
-  std::vector<std::string> sets;
-  std::vector<std::string> dims;
-  std::vector<std::string> libs;
+  ModelArgs model;
   std::string emit = "ir";
   std::string output;
   bool stats = false;
@@ -56,32 +50,6 @@ file, then in each --lib DIR, then in $TGC_LIB_PATH and the built-in models/lib.
 
 Exit status: 0 on success; 1 with every diagnostic on stderr ("file:line:col: error: ...").
 )";
-
-[[noreturn]] void usage(const std::string& msg) { throw std::invalid_argument(msg); }
-
-std::pair<std::string, std::string> splitKV(const std::string& s, const char* flag) {
-  size_t eq = s.find('=');
-  if (eq == std::string::npos || eq == 0)
-    usage(fmt::format("{} {}: expected NAME=VALUE", flag, s));
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
-ModelOptions modelOptions(const CompileOptions& o) {
-  ModelOptions m;
-  m.graph = o.graph;
-  m.preset = o.preset;
-  m.lib_paths = o.libs;
-  for (const auto& s : o.sets) m.sets.push_back(splitKV(s, "--set"));
-  for (const auto& d : o.dims) {
-    auto [k, v] = splitKV(d, "--dim");
-    errno = 0;
-    char* end = nullptr;
-    long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end || errno == ERANGE) usage(fmt::format("--dim {}: '{}' is not an integer", k, v));
-    m.dims.emplace_back(k, n);
-  }
-  return m;
-}
 
 std::string render(const Graph& g, const std::string& emit) {
   if (emit == "json") return graphToJson(g).dump(2) + "\n";
@@ -124,11 +92,11 @@ void addBackward(CompiledModel& m, const CompileOptions& o) {
 }
 
 void runCompile(const CompileOptions& o) {
-  ModelOptions mo = modelOptions(o);
+  ModelOptions mo = toModelOptions(o.model);
   // Check the pipeline before compiling what may be a large model.
   std::unique_ptr<PassManager> pm;
   if (!o.passes.empty()) pm = std::make_unique<PassManager>(parsePipeline(o.passes), o.pm);
-  CompiledModel m = compileModelFile(o.model, mo);
+  CompiledModel m = compileModelFile(o.model.model, mo);
   if (o.list_graphs) {
     for (const auto& n : m.graph_names) fmt::print("{}\n", n);
     return;
@@ -158,14 +126,7 @@ void registerCompile(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compile", "Lower a graph of a model file (.tg) to Graph IR and print it");
   cmd->footer(kFooter);
-  cmd->add_option("model", o->model, "Model file in the tgc model language")->required();
-  cmd->add_option("-g,--graph", o->graph, "Graph to lower (default: 'train' if present, else the first)");
-  cmd->add_option("--preset", o->preset, "Named config preset, e.g. tiny, small, base");
-  cmd->add_option("--set", o->sets, "Override a config entry: --set d_model=384 (repeatable)")
-      ->allow_extra_args(false);
-  cmd->add_option("--dim", o->dims, "Bind a named dim: --dim B=16 (repeatable)")->allow_extra_args(false);
-  cmd->add_option("--lib", o->libs, "Extra folder to search for imports (repeatable)")
-      ->allow_extra_args(false);
+  addModelArgs(cmd, o->model);
   cmd->add_option("--emit", o->emit, "Output form: ir (text), json or dot (Graphviz)")
       ->check(CLI::IsMember({"ir", "json", "dot"}));
   cmd->add_option("-o,--output", o->output, "Write the graph to this file instead of stdout");

@@ -20,14 +20,19 @@ std::pair<std::string, std::string> splitKV(const std::string& s, const char* fl
 
 void addModelArgs(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("MODEL", a.model, "Model file in the tgc model language (.tg)")->required();
-  cmd->add_option("--graph", a.graph, "Graph of the model file (default: train, else the first)")
+  cmd->add_option("-g,--graph", a.graph, "Graph of the model file (default: train, else the first)")
       ->option_text("NAME");
   cmd->add_option("--preset", a.preset, "Named preset of the model's config (tiny, small, base)")
       ->option_text("NAME");
-  cmd->add_option("--set", a.sets, "Override a config value (repeatable)")->option_text("KEY=VALUE");
-  cmd->add_option("--dim", a.dims, "Bind a named dim (repeatable)")->option_text("NAME=SIZE");
+  cmd->add_option("--set", a.sets, "Override a config entry: --set d_model=384 (repeatable)")
+      ->option_text("KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_option("--dim", a.dims, "Bind a named dim: --dim B=16 (repeatable)")
+      ->option_text("NAME=SIZE")
+      ->allow_extra_args(false);
   cmd->add_option("--lib", a.libs, "Extra folder searched for imports (repeatable)")
-      ->option_text("DIR");
+      ->option_text("DIR")
+      ->allow_extra_args(false);
 }
 
 ModelOptions toModelOptions(const ModelArgs& a) {
