@@ -239,7 +239,6 @@ class Evaluator {
 
   // Per graph being lowered.
   Graph* g_ = nullptr;
-  std::unique_ptr<Builder> b_;
   bool training_ = false;
   Value* seed_ = nullptr;
   Value* step_ = nullptr;
