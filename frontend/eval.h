@@ -150,7 +150,7 @@ class Evaluator {
   std::optional<LoweredGraph> lowerGraph(const GraphDecl& g,
                                          const std::vector<std::pair<std::string, int64_t>>& dims);
 
-  // ---- used by the builtins (builtins.cpp) ----
+  // ---- shared with the driver (compile.cpp) and helpers in eval.cpp ----
   struct ArgVal {
     std::string name;  // empty: positional
     Val v;
