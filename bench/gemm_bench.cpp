@@ -2,10 +2,12 @@
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick]
-//              [--clock wall|cpu] [--dtype f32|f64]
+//              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
-// least T ms. tgc and OpenBLAS runs alternate, so a noisy neighbour hurts both alike.
+// least T ms. tgc and OpenBLAS runs alternate, so a noisy neighbour hurts both alike, and
+// each run starts S ms (default 200) after the previous one ended, once the other
+// library's threads have stopped spinning.
 // --clock cpu times with the process's CPU time divided by the thread count instead of
 // the wall clock: what the wall time would be on idle cores, for a machine shared with
 // other jobs (time spent spinning or waiting in either library still counts).
@@ -27,6 +29,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codegen/gemm.h"
@@ -47,6 +50,7 @@ struct Options {
   std::string shapes = "transformer";
   bool cpuClock = false;
   bool f64 = false;
+  int settleMs = 200;
 };
 
 // Seconds on the chosen clock (see --clock).
@@ -216,12 +220,18 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
         for (int64_t i = b0; i < b1; ++i) blasOne(i);
       });
     };
+    // After a call OpenBLAS's threads keep spinning for a while (its THREAD_TIMEOUT, about
+    // 0.1 s) and would take a core from whatever runs next: let every run settle first.
+    auto settle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(opts.settleMs)); };
     std::vector<double> st, so, ss;
     for (int r = 0; r < opts.runs; ++r) {
+      settle();
       timeIt(opts, tgcRun, st);
+      settle();
       timeIt(opts, blasLoop, so);
       if (c.batch > 1) {
         openblas_set_num_threads(1);
+        settle();
         timeIt(opts, blasSplit, ss);
         openblas_set_num_threads(opts.threads);
       }
@@ -290,6 +300,8 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "gemm_bench: --shapes must be all, transformer or quick\n");
         return 2;
       }
+    } else if (arg == "--settle-ms") {
+      opts.settleMs = std::max(0, std::atoi(value().c_str()));
     } else if (arg == "--dtype") {
       std::string t = value();
       if (t != "f32" && t != "f64") {
@@ -307,7 +319,7 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick] "
-                 "[--clock wall|cpu] [--dtype f32|f64]\n");
+                 "[--clock wall|cpu] [--dtype f32|f64] [--settle-ms S]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
