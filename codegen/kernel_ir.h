@@ -90,6 +90,10 @@ struct BufferDecl {
   DType dtype;
   int64_t numel;
   Access access;
+  // The runtime may place this written buffer on the memory of the read buffer with this
+  // index (parameters updated in place) when every element is read before it is written
+  // at the same index. The emitter then drops `noalias` from both; -1: never shared.
+  int inPlaceOf = -1;
 };
 
 // Loop variables (i64) and scalar locals share one numbering. A local must be assigned
