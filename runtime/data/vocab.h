@@ -1,0 +1,71 @@
+// Vocabularies: how a language's text becomes token ids and back.
+//
+// A vocabulary carries its tokenizer (characters, or words with optional lowercasing), so a
+// checkpoint's vocabularies alone turn new input into ids exactly as in training. Ids 0..3
+// are the special tokens: pad = 0 (the model's padding index), bos, eos, unk.
+// Saved as JSON:
+//   {"format": "tgc-vocab", "version": 1, "tokenizer": "words", "lowercase": true,
+//    "tokens": ["<pad>", "<bos>", "<eos>", "<unk>", "the", ...]}
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tgc::data {
+
+enum class TokenizerKind { chars, words };
+
+class Vocab {
+ public:
+  static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+  static constexpr int64_t kNumSpecial = 4;
+
+  // The special tokens only.
+  explicit Vocab(TokenizerKind kind = TokenizerKind::words, bool lowercase = false);
+
+  // From tokenized training text: tokens seen at least minCount times, most frequent first
+  // (ties in byte order), at most maxSize ids in all (0: no limit).
+  static Vocab build(TokenizerKind kind, bool lowercase,
+                     const std::vector<std::vector<std::string>>& sentences, int64_t minCount = 1,
+                     int64_t maxSize = 0);
+
+  TokenizerKind kind() const { return kind_; }
+  bool lowercase() const { return lowercase_; }
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  const std::string& token(int64_t id) const;  // throws std::out_of_range
+  int64_t id(std::string_view token) const;    // kUnk when unknown
+
+  // Raw text → normalized, lowercased if asked, tokenized (no ids yet).
+  std::vector<std::string> tokenize(std::string_view text) const;
+  std::vector<int64_t> encode(const std::vector<std::string>& tokens) const;
+  std::vector<int64_t> encodeText(std::string_view text) const { return encode(tokenize(text)); }
+  // Ids → tokens, stopping at the first eos and skipping pad and bos.
+  std::vector<std::string> decodeTokens(std::span<const int64_t> ids) const;
+  // Ids → text (characters concatenated; words detokenized).
+  std::string decode(std::span<const int64_t> ids) const;
+
+  std::string toJson() const;
+  // Refuses anything that is not a well-formed vocabulary, saying why:
+  // "<source>: error: invalid vocabulary: <reason>" (a DataError).
+  static Vocab fromJson(std::string_view text, std::string_view source = "<memory>");
+  void save(const std::string& path) const;
+  static Vocab load(const std::string& path);
+
+  friend bool operator==(const Vocab& a, const Vocab& b) {
+    return a.kind_ == b.kind_ && a.lowercase_ == b.lowercase_ && a.tokens_ == b.tokens_;
+  }
+
+ private:
+  void add(std::string token);
+
+  TokenizerKind kind_;
+  bool lowercase_;
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, int64_t> ids_;
+};
+
+}  // namespace tgc::data
