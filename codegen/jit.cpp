@@ -215,31 +215,34 @@ Jit::Jit(JitOptions options) : options_(std::move(options)) {
 
 Jit::~Jit() = default;
 
-std::unique_ptr<llvm::TargetMachine> Jit::makeTargetMachine() const {
+namespace {
+
+std::unique_ptr<llvm::TargetMachine> targetMachineFor(const TargetSpec& spec) {
+  initLLVMOnce();
   std::string err;
-  const auto* target = llvm::TargetRegistry::lookupTarget(options_.target.triple, err);
-  if (!target) throw JitError(fmt::format("no LLVM target for {}: {}", options_.target.triple, err));
+  const auto* target = llvm::TargetRegistry::lookupTarget(spec.triple, err);
+  if (!target) throw JitError(fmt::format("no LLVM target for {}: {}", spec.triple, err));
   llvm::TargetOptions opts;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      options_.target.triple, options_.target.cpu, options_.target.features, opts,
-      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  if (!tm) throw JitError("cannot create an LLVM target machine for " + options_.target.triple);
+      spec.triple, spec.cpu, spec.features, opts, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) throw JitError("cannot create an LLVM target machine for " + spec.triple);
   return tm;
 }
 
-void Jit::prepare(llvm::Module& m) const {
-  m.setTargetTriple(options_.target.triple);
-  m.setDataLayout(tm_->createDataLayout());
+void prepareFor(llvm::Module& m, const TargetSpec& spec, const llvm::TargetMachine& tm) {
+  m.setTargetTriple(spec.triple);
+  m.setDataLayout(tm.createDataLayout());
   // Per-function attributes: what the inliner, the vectorizer and the code generator read.
   for (auto& f : m) {
     if (f.isDeclaration()) continue;
-    f.addFnAttr("target-cpu", options_.target.cpu);
-    f.addFnAttr("target-features", options_.target.features);
+    f.addFnAttr("target-cpu", spec.cpu);
+    f.addFnAttr("target-features", spec.features);
   }
 }
 
-void Jit::optimize(llvm::Module& m) const {
-  prepare(m);
+void optimizeWith(llvm::Module& m, const TargetSpec& spec, llvm::TargetMachine& tm) {
+  prepareFor(m, spec, tm);
   std::string verifyErrors;
   llvm::raw_string_ostream vos(verifyErrors);
   if (llvm::verifyModule(m, &vos))
@@ -252,7 +255,7 @@ void Jit::optimize(llvm::Module& m) const {
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
-  llvm::PassBuilder pb(tm_.get(), pto);
+  llvm::PassBuilder pb(&tm, pto);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -262,18 +265,35 @@ void Jit::optimize(llvm::Module& m) const {
   mpm.run(m, mam);
 }
 
-std::string Jit::assembly(llvm::Module& m) const {
-  prepare(m);
+std::string assemblyWith(llvm::Module& m, const TargetSpec& spec) {
+  auto tm = targetMachineFor(spec);  // code generation changes the machine's state: a fresh one
+  prepareFor(m, spec, *tm);
   auto clone = llvm::CloneModule(m);  // code generation rewrites the module it runs on
   llvm::SmallString<0> text;
   llvm::raw_svector_ostream os(text);
   llvm::legacy::PassManager pm;
-  auto tm = makeTargetMachine();
   if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
     throw JitError("the LLVM target cannot emit assembly");
   pm.run(*clone);
   return std::string(text.str());
 }
+
+}  // namespace
+
+void optimizeModule(llvm::Module& m, const TargetSpec& target) {
+  auto tm = targetMachineFor(target);
+  optimizeWith(m, target, *tm);
+}
+
+std::string moduleAssembly(llvm::Module& m, const TargetSpec& target) { return assemblyWith(m, target); }
+
+std::unique_ptr<llvm::TargetMachine> Jit::makeTargetMachine() const { return targetMachineFor(options_.target); }
+
+void Jit::prepare(llvm::Module& m) const { prepareFor(m, options_.target, *tm_); }
+
+void Jit::optimize(llvm::Module& m) const { optimizeWith(m, options_.target, *tm_); }
+
+std::string Jit::assembly(llvm::Module& m) const { return assemblyWith(m, options_.target); }
 
 std::string Jit::cacheKey(const llvm::Module& m) const {
   std::string ir;

@@ -113,6 +113,10 @@ class Jit {
   JitStats stats_;
 };
 
+// What Jit::optimize and Jit::assembly do, without a JIT: for dumps (--emit=llvm|asm).
+void optimizeModule(llvm::Module& module, const TargetSpec& target);
+std::string moduleAssembly(llvm::Module& module, const TargetSpec& target);
+
 // The directory the cache uses when JitOptions::cacheDir is empty.
 std::string defaultCacheDir();
 

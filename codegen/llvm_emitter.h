@@ -26,8 +26,9 @@ class Module;
 namespace tgc::codegen {
 
 // Emits `k` as a function named k.name with the kir::KernelFn ABI into `m`. Verifies `k`
-// first (std::logic_error when it is malformed).
-void emitKernel(const kir::Kernel& k, llvm::Module& m);
+// first (std::logic_error when it is malformed). `vectorBits` (TargetSpec::vectorBits())
+// sets the width of LoopKind::Vector loops; 0 leaves it to LLVM's cost model.
+void emitKernel(const kir::Kernel& k, llvm::Module& m, int vectorBits = 0);
 
 // Compiles kernels with `jit`, one LLVM module per kernel so the on-disk object cache
 // works per kernel; returns the function pointers in order. Kernel names must be unique
