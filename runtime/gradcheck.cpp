@@ -6,11 +6,49 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <unordered_map>
 
 #include "ir/interpreter.h"
 #include "passes/autodiff.h"
 
 namespace tgc {
+
+GraphBackend interpreterF64Backend() {
+  return [](const Graph& g) -> GraphRunner {
+    // The runner outlives the caller's graph: keep a copy.
+    std::shared_ptr<const Graph> graph = g.clone();
+    return [graph](const std::map<std::string, Tensor>& inputs) {
+      return Interpreter(InterpreterOptions{.promote_to_f64 = true}).run(*graph, inputs);
+    };
+  };
+}
+
+std::unique_ptr<Graph> promoteToF64(const Graph& g) {
+  auto widen = [](DType d) { return isFloat(d) ? DType::f64 : d; };
+  auto out = std::make_unique<Graph>(g.name());
+  out->setDims(g.dims());
+  std::unordered_map<const Value*, Value*> map;
+  for (const auto& n : g.nodes()) {
+    std::vector<Value*> operands;
+    for (const Value* v : n->operands()) operands.push_back(map.at(v));
+    AttrMap attrs = n->attrs();
+    for (auto& [name, attr] : attrs)
+      if (auto* d = std::get_if<DType>(&attr)) *d = widen(*d);
+    std::vector<std::string> names;
+    std::vector<TensorType> types;
+    for (size_t i = 0; i < n->numResults(); ++i) {
+      names.push_back(n->result(i)->name());
+      types.push_back({widen(n->result(i)->type().dtype), n->result(i)->type().shape});
+    }
+    Node* m = out->add(n->op(), std::move(operands), std::move(attrs), std::move(names),
+                       std::move(types));
+    for (size_t i = 0; i < n->numResults(); ++i) map[n->result(i)] = m->result(i);
+  }
+  std::vector<Value*> outs;
+  for (const Value* v : g.outputs()) outs.push_back(map.at(v));
+  out->setOutputs(std::move(outs));
+  return out;
+}
 
 Tensor toF64(const Tensor& t) {
   if (!isFloat(t.dtype()) || t.dtype() == DType::f64) return t;
@@ -41,16 +79,15 @@ std::vector<GradCheckResult> gradCheck(const Graph& g, const std::map<std::strin
   withGrads->setOutputs(outs);
   withGrads->removeDeadNodes();
 
-  Interpreter interp(InterpreterOptions{.promote_to_f64 = true});
-  std::vector<Tensor> analytic = interp.run(*withGrads, in64);
+  const GraphBackend backend = opts.backend ? opts.backend : interpreterF64Backend();
+  std::vector<Tensor> analytic = backend(*withGrads)(in64);
 
   // Numeric: perturb sampled entries of each input and re-run the forward graph.
   auto forward = g.clone();
   forward->setOutputs({forward->outputs()[0]});
   forward->removeDeadNodes();
-  auto lossAt = [&](const std::map<std::string, Tensor>& in) {
-    return interp.run(*forward, in)[0].getF(0);
-  };
+  GraphRunner runForward = backend(*forward);
+  auto lossAt = [&](const std::map<std::string, Tensor>& in) { return runForward(in)[0].getF(0); };
   std::mt19937_64 rng(opts.seed);
   std::vector<GradCheckResult> results;
   for (size_t w = 0; w < wrt.size(); ++w) {

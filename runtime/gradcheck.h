@@ -1,9 +1,12 @@
 // Gradient checking: the generated backward graph against central finite differences,
-// both evaluated by the reference interpreter in float64.
+// both evaluated in float64 by a backend: the reference interpreter (the default) or
+// compiled code (runtime/executable.h: cpuF64Backend).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,18 @@
 #include "ir/tensor.h"
 
 namespace tgc {
+
+// Runs one prepared graph on many inputs (float inputs in float64), returning its outputs.
+using GraphRunner = std::function<std::vector<Tensor>(const std::map<std::string, Tensor>&)>;
+// Prepares a graph once (a compiled backend compiles it) for evaluation in float64.
+using GraphBackend = std::function<GraphRunner(const Graph&)>;
+
+// The reference interpreter with every float op in float64.
+GraphBackend interpreterF64Backend();
+
+// A copy of `g` with every float type (f32, bf16, f16) made f64: inputs, constants, iota,
+// random numbers and casts to floats, so each op computes in float64.
+std::unique_ptr<Graph> promoteToF64(const Graph& g);
 
 struct GradCheckOptions {
   int samples_per_tensor = 6;  // entries perturbed per tensor (all if the tensor is smaller)
@@ -20,6 +35,7 @@ struct GradCheckOptions {
   // difference is judged on an absolute scale, since round-off in f(x+h) - f(x-h) is about
   // 1e-16 * |f| / h there, not a wrong gradient.
   double abs_floor = 1e-6;
+  GraphBackend backend = {};  // empty: interpreterF64Backend()
 };
 
 struct GradCheckResult {

@@ -1,8 +1,10 @@
 // `tgc compile`: lowers one graph of a model file (the model language, docs/language.md) to
 // Graph IR and prints it as text, JSON or Graphviz; optionally runs a pass pipeline over it
-// and prints statistics.
+// and prints statistics. With --target cpu it also compiles the graph for this CPU (filling
+// the kernel cache) or dumps its kernels: Kernel IR, optimized LLVM IR or assembly.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -16,6 +18,10 @@
 #include "passes/autodiff.h"
 #include "passes/pass_manager.h"
 #include "passes/train_step.h"
+#include "codegen/jit.h"
+#include "codegen/kernel_ir.h"
+#include "codegen/llvm_emitter.h"
+#include "runtime/executable.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 
@@ -34,6 +40,8 @@ struct CompileOptions {
   bool grad = false;   // append the backward graph
   bool train = false;  // append backward + AdamW: the training-step graph
   OptimizerConfig optim;
+  std::string target;  // "" or "cpu"
+  bool no_cache = false;
 };
 
 constexpr const char* kFooter = R"(
@@ -42,6 +50,15 @@ Examples:
   tgc compile models/transformer.tg --preset base --set p_drop=0.2 --dim B=32 --dim S=50
   tgc compile models/gpt.tg --stats
   tgc compile models/transformer.tg --passes='fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
+  tgc compile models/transformer.tg --preset tiny --graph encode --target cpu --emit=kernel
+  tgc compile models/transformer.tg --preset tiny --train --target cpu --stats
+
+--target cpu compiles the graph for this CPU: every kernel is JIT-compiled through LLVM
+and kept in the kernel cache ($TGC_CACHE_DIR, else ~/.cache/tgc; --no-cache bypasses it),
+so a later `tgc run --backend cpu` of the same graph loads them; --stats then adds the
+kernel and GEMM counts, the arena size and the compile time. --emit=kernel, llvm or asm
+(these imply --target cpu) print each kernel instead of the graph, after a header line
+naming it: its Kernel IR, its LLVM IR after the O3 pipeline, or its assembly.
 
 --stats prints the parameter count, the op count by kind and an estimated FLOP count
 instead of the graph (the graph still goes to -o FILE when one is given). --params lists
@@ -91,6 +108,44 @@ void addBackward(CompiledModel& m, const CompileOptions& o) {
   g.setOutputs(outs);
 }
 
+bool emitsKernels(const CompileOptions& o) {
+  return o.emit == "kernel" || o.emit == "llvm" || o.emit == "asm";
+}
+
+// --emit=kernel|llvm|asm: every kernel the CPU executable would run, in launch order.
+std::string renderKernels(const Graph& g, const std::string& emit) {
+  const codegen::TargetSpec target = codegen::TargetSpec::host();
+  std::string out;
+  for (const auto& k : runtime::lowerGraphKernels(g)) {
+    if (emit == "kernel")
+      out += fmt::format("; kernel {}\n{}", k.name, codegen::kir::print(k));
+    else if (emit == "llvm")
+      out += fmt::format("; kernel {}\n{}", k.name, codegen::kernelLLVMIR(k, target));
+    else
+      out += fmt::format("# kernel {}\n{}", k.name, codegen::kernelAssembly(k, target));
+    if (!out.ends_with("\n")) out += "\n";
+    out += "\n";
+  }
+  return out;
+}
+
+// --target cpu: compiles the executable (filling the kernel cache) and describes it.
+std::string compileForCpu(const Graph& g, const CompileOptions& o) {
+  runtime::ExecOptions eo = runtime::ExecOptions::fromEnv();
+  if (o.no_cache) eo.useCache = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto exe = runtime::Executable::compile(g, eo);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const runtime::ExecStats& s = exe->stats();
+  return fmt::format(
+      "target cpu: {} kernels ({} from the cache), {} GEMMs, {} views; arena {:.2f} MiB "
+      "(buffers {:.2f} MiB, peak live {:.2f} MiB); compiled in {:.3f} s\n",
+      s.kernels, s.cacheHits, s.gemms, s.views, static_cast<double>(s.arenaBytes) / (1 << 20),
+      static_cast<double>(s.bufferBytes) / (1 << 20),
+      static_cast<double>(s.peakLiveBytes) / (1 << 20), seconds);
+}
+
 void runCompile(const CompileOptions& o) {
   ModelOptions mo = toModelOptions(o.model);
   // Check the pipeline before compiling what may be a large model.
@@ -111,11 +166,18 @@ void runCompile(const CompileOptions& o) {
       fmt::print("{}  {}  {}({})\n", p.name, p.type.str(), p.kind, p.arg);
     return;
   }
+  if (emitsKernels(o)) {
+    if (o.stats) fmt::print("{}", compileForCpu(*m.graph, o));
+    writeOut(o.output, renderKernels(*m.graph, o.emit));
+    return;
+  }
   if (o.stats) {
     fmt::print("{}", formatStats(computeStats(*m.graph)));
+    if (!o.target.empty()) fmt::print("{}", compileForCpu(*m.graph, o));
     if (!o.output.empty()) writeOut(o.output, render(*m.graph, o.emit));
     return;
   }
+  if (!o.target.empty()) compileForCpu(*m.graph, o);
   writeOut(o.output, render(*m.graph, o.emit));
 }
 
@@ -127,8 +189,17 @@ void registerCompile(CLI::App& app) {
       "compile", "Lower a graph of a model file (.tg) to Graph IR and print it");
   cmd->footer(kFooter);
   addModelArgs(cmd, o->model);
-  cmd->add_option("--emit", o->emit, "Output form: ir (text), json or dot (Graphviz)")
-      ->check(CLI::IsMember({"ir", "json", "dot"}));
+  cmd->add_option("--emit", o->emit,
+                  "Output form: ir (text), json or dot (Graphviz); with --target cpu also "
+                  "kernel (Kernel IR), llvm (optimized LLVM IR) or asm, one kernel after another")
+      ->check(CLI::IsMember({"ir", "json", "dot", "kernel", "llvm", "asm"}));
+  cmd->add_option("--target", o->target,
+                  "Compile the graph for this target (cpu): JIT-compile its kernels into the "
+                  "kernel cache")
+      ->check(CLI::IsMember({"cpu"}));
+  cmd->add_flag("--no-cache", o->no_cache,
+                "With --target cpu: compile every kernel, neither reading nor writing the "
+                "kernel cache");
   cmd->add_option("-o,--output", o->output, "Write the graph to this file instead of stdout");
   cmd->add_flag("--stats", o->stats, "Print parameter count, ops by kind and estimated FLOPs");
   cmd->add_flag("--list-graphs", o->list_graphs, "List the graphs of the model and exit");

@@ -1,5 +1,6 @@
 // `tgc gradcheck`: the model's generated gradients against central finite differences, both
-// evaluated by the reference interpreter in float64, on a random batch with padding.
+// evaluated in float64 (by the reference interpreter, or compiled for the CPU with
+// --backend cpu), on a random batch with padding.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/tensor.h"
+#include "runtime/executable.h"
 #include "runtime/gradcheck.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
@@ -25,6 +27,8 @@ struct GradcheckArgs {
   double step = 1e-5;
   double abs_floor = 1e-5;
   double tolerance = 1e-4;
+  std::string backend = "interp";
+  bool no_cache = false;
 };
 
 // Token inputs get ids in [1, V) with the last positions of odd rows set to the padding id 0,
@@ -97,10 +101,16 @@ int run(const GradcheckArgs& a) {
     };
     return pos(x) < pos(y);
   });
-  fmt::print("gradcheck @{} {}: {} parameter tensors, {} entries each, h = {:g}, float64\n",
-             m.graph->name(), a.model.model, wrt.size(), a.samples, a.step);
+  fmt::print("gradcheck @{} {}: {} parameter tensors, {} entries each, h = {:g}, float64{}\n",
+             m.graph->name(), a.model.model, wrt.size(), a.samples, a.step,
+             a.backend == "cpu" ? ", compiled for the CPU" : "");
   GradCheckOptions gc{.samples_per_tensor = a.samples, .step = a.step, .seed = a.seed,
                       .abs_floor = a.abs_floor};
+  if (a.backend == "cpu") {
+    runtime::ExecOptions eo = runtime::ExecOptions::fromEnv();
+    if (a.no_cache) eo.useCache = false;
+    gc.backend = runtime::cpuF64Backend(eo);
+  }
   auto results = gradCheck(*m.graph, inputs, wrt, gc);
   double worst = 0;
   std::string worstName;
@@ -134,6 +144,13 @@ void registerGradcheck(CLI::App& app) {
   cmd->add_option("--abs-floor", args->abs_floor,
                   "Gradients below this size are compared absolutely, not relatively");
   cmd->add_option("--tolerance", args->tolerance, "Largest relative error that passes");
+  cmd->add_option("--backend", args->backend,
+                  "interp (the reference interpreter) or cpu (the graphs compiled for this CPU, "
+                  "in float64)")
+      ->check(CLI::IsMember({"interp", "cpu"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-cache", args->no_cache,
+                "cpu backend: compile every kernel, neither reading nor writing the kernel cache");
   cmd->footer(R"(
 The check compiles the model's train graph (dims default to B=2 and 5 for the others;
 override with --dim), initializes its parameters from --seed, builds a random batch whose odd rows end in
@@ -141,8 +158,13 @@ padding, and compares d loss / d parameter from the generated backward graph wit
 (loss(p + h) - loss(p - h)) / 2h on sampled entries of every parameter tensor. Dropout
 masks depend only on (seed, step), so the check is valid with dropout on.
 
+With --backend cpu both graphs (loss with gradients, and the loss alone for the finite
+differences) are promoted to float64 and compiled once for the CPU; every evaluation then
+runs compiled code.
+
 Examples:
   tgc gradcheck models/transformer.tg --preset tiny --set src_vocab=24 --set tgt_vocab=24
+  tgc gradcheck models/transformer.tg --preset tiny --set src_vocab=24 --set tgt_vocab=24 --backend cpu
 
 Exit status: 0 when every error is within --tolerance, 1 otherwise or on error.)");
   cmd->callback([args] {

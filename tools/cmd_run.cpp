@@ -1,9 +1,14 @@
-// `tgc run`: evaluates a Graph IR file with the reference interpreter. Inputs come from a
-// safetensors file (or are generated from a seed), outputs go to a safetensors file named by
-// their value names. It is the quickest way to see what a graph computes, and the oracle
-// that compiled code is compared against from the command line.
+// `tgc run`: evaluates a Graph IR file with the reference interpreter or compiled for the
+// CPU (--backend cpu). Inputs come from a safetensors file (or are generated from a seed),
+// outputs go to a safetensors file named by their value names. It is the quickest way to see
+// what a graph computes, the oracle that compiled code is compared against from the command
+// line, and (--repeat, --timing-json) the harness that times compiled graphs.
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -22,7 +27,11 @@
 #include "ir/interpreter.h"
 #include "ir/json.h"
 #include "ir/parser.h"
+#include "runtime/executable.h"
+#include "runtime/gradcheck.h"
+#include "runtime/param_store.h"
 #include "runtime/safetensors.h"
+#include "runtime/thread_pool.h"
 #include "tools/commands.h"
 
 namespace tgc::cli {
@@ -38,6 +47,11 @@ struct RunOptions {
   std::string dist = "uniform";
   bool print = false;
   bool f64 = false;
+  std::string backend = "interp";
+  int repeat = 1;
+  CLI::Option* repeat_opt = nullptr;
+  std::string timing_json;
+  bool no_cache = false;
 };
 
 constexpr const char* kFooter = R"(
@@ -60,14 +74,32 @@ Outputs:
   atomically. With --print, or when --outputs is not given, a summary of each result is
   printed to stdout: name, type, min/max/mean (NaNs counted apart) and the first values.
 
+Backends:
+  interp   the reference interpreter (the default): slow, obviously correct
+  cpu      the graph compiled for this CPU (Kernel IR, LLVM, the packed GEMM), compiled
+           kernels cached on disk ($TGC_CACHE_DIR, else ~/.cache/tgc; --no-cache skips the
+           cache); threads from $TGC_NUM_THREADS (default: every core)
+  A training step (outputs new.X for inputs X, from `tgc compile --train`) runs with X
+  updated in place on the cpu backend; with --repeat N on either backend every run starts
+  from the X the previous run wrote, like N training steps on one batch, and the outputs
+  are those of the last run.
+
+Timing:
+  --repeat N runs the graph N times and prints the compile time, the median run time and
+  the executable's figures to stderr. --timing-json FILE writes them as JSON:
+  {"backend", "compile_s", "run_s": [...], "median_s", "arena_bytes", "kernels", "gemms",
+  "cache_hits", "threads"} (compile figures are 0 for the interpreter).
+
 Examples:
   tgc run attn.tir --inputs in.safetensors --outputs out.safetensors
   tgc run attn.tir --random-inputs 1 --print
   tgc run attn.tir --random-inputs 7 --dist normal --f64 --outputs ref.safetensors
+  tgc run attn.tir --backend cpu --random-inputs 1 --print
+  tgc run attn.tir --backend cpu --random-inputs 1 --repeat 5 --timing-json timing.json
 
 Exit status: 0 on success; 1 with a message on stderr for an unreadable or invalid graph or
-safetensors file, missing or mistyped inputs, a failing op (e.g. gather index out of range)
-or an output that cannot be written.
+safetensors file, missing or mistyped inputs, a failing op (e.g. gather index out of range),
+a graph the cpu backend cannot compile, or an output that cannot be written.
 )";
 
 std::string readAll(std::istream& in) {
@@ -257,6 +289,133 @@ std::string summarize(const std::string& name, const Tensor& t) {
   return s;
 }
 
+// ---- backends and timing ---------------------------------------------------------------------
+
+struct Timing {
+  double compile_s = 0;
+  std::vector<double> run_s;
+  runtime::ExecStats stats;
+};
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Outputs new.X paired with inputs X of the same type: a training step's state.
+std::vector<std::pair<size_t, std::string>> statePairs(const Graph& g) {
+  std::vector<std::pair<size_t, std::string>> pairs;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Value* out = g.outputs()[i];
+    if (!out->name().starts_with("new.")) continue;
+    const Value* in = g.findValue(out->name().substr(4));
+    if (in && in->def()->op() == OpKind::Input && in->type() == out->type())
+      pairs.emplace_back(i, in->name());
+  }
+  return pairs;
+}
+
+std::vector<Tensor> runInterp(const Graph& g, std::map<std::string, Tensor> inputs,
+                              const RunOptions& o, Timing& timing) {
+  InterpreterOptions io;
+  io.promote_to_f64 = o.f64;
+  const auto pairs = statePairs(g);
+  std::vector<Tensor> results;
+  for (int r = 0; r < o.repeat; ++r) {
+    if (r > 0)
+      for (const auto& [out, in] : pairs) inputs.insert_or_assign(in, results[out]);
+    const auto t0 = std::chrono::steady_clock::now();
+    results = Interpreter(io).run(g, inputs);
+    timing.run_s.push_back(secondsSince(t0));
+  }
+  return results;
+}
+
+std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> inputs,
+                           const RunOptions& o, Timing& timing) {
+  std::unique_ptr<Graph> promoted;
+  const Graph* g = &source;
+  if (o.f64) {  // the interpreter's --f64: every float op in float64
+    promoted = promoteToF64(source);
+    g = promoted.get();
+    for (auto& [name, t] : inputs) t = toF64(t);
+  }
+  runtime::ExecOptions eo = runtime::ExecOptions::fromEnv();
+  if (o.no_cache) eo.useCache = false;
+  eo.updateInPlace = !statePairs(*g).empty();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto exe = runtime::Executable::compile(*g, eo);
+  timing.compile_s = secondsSince(t0);
+  timing.stats = exe->stats();
+
+  std::vector<Tensor> results;
+  if (!eo.updateInPlace) {
+    for (int r = 0; r < o.repeat; ++r) {
+      const auto t1 = std::chrono::steady_clock::now();
+      results = exe->run(inputs);
+      timing.run_s.push_back(secondsSince(t1));
+    }
+    return results;
+  }
+  runtime::ParamStore store;
+  for (const std::string& name : exe->stateNames()) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) continue;  // runStep names it as missing
+    store.set(name, std::move(it->second));
+    inputs.erase(it);
+  }
+  std::map<std::string, Tensor> out;
+  for (int r = 0; r < o.repeat; ++r) {
+    const auto t1 = std::chrono::steady_clock::now();
+    out = exe->runStep(store, inputs);
+    timing.run_s.push_back(secondsSince(t1));
+  }
+  for (const Value* v : g->outputs()) {
+    auto it = out.find(v->name());
+    results.push_back(it != out.end() ? it->second : store.at(v->name().substr(4)));
+  }
+  return results;
+}
+
+void reportTiming(const RunOptions& o, const Timing& t) {
+  const bool cpu = o.backend == "cpu";
+  const int threads = cpu ? ThreadPool::defaultNumThreads() : 1;
+  if (o.repeat_opt->count()) {
+    std::string what = fmt::format("tgc run: {} run{} on the {} backend, median {:.4g} ms",
+                                   t.run_s.size(), t.run_s.size() == 1 ? "" : "s", o.backend,
+                                   median(t.run_s) * 1e3);
+    if (cpu)
+      what += fmt::format(
+          "; compile {:.3f} s ({} kernels, {} GEMMs, {} cache hits), arena {:.1f} MiB "
+          "(buffers {:.1f} MiB), {} thread{}",
+          t.compile_s, t.stats.kernels, t.stats.gemms, t.stats.cacheHits,
+          static_cast<double>(t.stats.arenaBytes) / (1 << 20),
+          static_cast<double>(t.stats.bufferBytes) / (1 << 20), threads,
+          threads == 1 ? "" : "s");
+    std::cerr << what << "\n";
+  }
+  if (o.timing_json.empty()) return;
+  nlohmann::json j;
+  j["backend"] = o.backend;
+  j["compile_s"] = t.compile_s;
+  j["run_s"] = t.run_s;
+  j["median_s"] = median(t.run_s);
+  j["arena_bytes"] = t.stats.arenaBytes;
+  j["kernels"] = t.stats.kernels;
+  j["gemms"] = t.stats.gemms;
+  j["cache_hits"] = t.stats.cacheHits;
+  j["threads"] = threads;
+  std::ofstream f(o.timing_json);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) throw std::runtime_error(fmt::format("cannot write '{}'", o.timing_json));
+}
+
 void runGraph(const RunOptions& o) {
   if (o.dist != "uniform" && o.dist != "normal")
     throw std::runtime_error(fmt::format("--dist must be uniform or normal, not '{}'", o.dist));
@@ -264,9 +423,10 @@ void runGraph(const RunOptions& o) {
   auto g = readGraph(o.file);
   auto inputs = gatherInputs(*g, o);
 
-  InterpreterOptions io;
-  io.promote_to_f64 = o.f64;
-  std::vector<Tensor> results = Interpreter(io).run(*g, inputs);
+  Timing timing;
+  std::vector<Tensor> results = o.backend == "cpu" ? runCpu(*g, std::move(inputs), o, timing)
+                                                   : runInterp(*g, std::move(inputs), o, timing);
+  reportTiming(o, timing);
 
   TensorFile out;
   out.metadata["graph"] = g->name();
@@ -286,7 +446,8 @@ void runGraph(const RunOptions& o) {
 void registerRun(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run a Graph IR file with the reference interpreter on safetensors inputs");
+      "run", "Run a Graph IR file (reference interpreter or compiled for the CPU) on safetensors "
+      "inputs");
   cmd->footer(kFooter);
   cmd->add_option(
          "file", o->file,
@@ -313,6 +474,19 @@ void registerRun(CLI::App& app) {
   cmd->add_flag("--f64", o->f64,
                 "Compute every float op in float64 and return float64 results (inputs are "
                 "widened)");
+  cmd->add_option("--backend", o->backend,
+                  "interp (the reference interpreter) or cpu (compiled for this CPU)")
+      ->check(CLI::IsMember({"interp", "cpu"}))
+      ->capture_default_str();
+  o->repeat_opt = cmd->add_option("--repeat", o->repeat,
+                                  "Run N times; print the median run time and compile figures "
+                                  "to stderr");
+  o->repeat_opt->type_name("N")->check(CLI::PositiveNumber);
+  cmd->add_option("--timing-json", o->timing_json,
+                  "Write compile time, run times and executable figures to this JSON file")
+      ->type_name("FILE");
+  cmd->add_flag("--no-cache", o->no_cache,
+                "cpu backend: compile every kernel, neither reading nor writing the kernel cache");
   cmd->callback([o] {
     try {
       runGraph(*o);

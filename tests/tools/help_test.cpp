@@ -135,7 +135,7 @@ TEST(HelpTest, ExamplesWork) {
         w = models + w.substr(7);
       else if (w.ends_with(".tir"))
         w = compile ? dir.file(w) : graph;
-      else if (w.ends_with(".safetensors"))
+      else if (w.ends_with(".safetensors") || w.ends_with(".json"))
         w = dir.file(w);
       args.push_back(w);
     }

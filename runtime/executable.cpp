@@ -1,0 +1,660 @@
+#include "runtime/executable.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "codegen/gemm.h"
+#include "codegen/jit.h"
+#include "codegen/llvm_emitter.h"
+#include "ir/interpreter.h"
+#include "runtime/memory_plan.h"
+#include "runtime/param_store.h"
+#include "runtime/thread_pool.h"
+
+namespace tgc::runtime {
+
+namespace kir = codegen::kir;
+
+namespace {
+
+// A launch whose whole work is below this many scalar operations runs on the calling
+// thread: waking the pool costs a few microseconds, more than such a kernel takes.
+constexpr int64_t kSerialWork = 1 << 15;
+// Each thread's chunk of a parallel kernel gets at least this much work.
+constexpr int64_t kChunkWork = 1 << 13;
+
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+// Where a buffer lives. Views share their operand's slot.
+enum class SlotKind { Arena, Input, Constant, Alias };
+
+struct Slot {
+  SlotKind kind = SlotKind::Arena;
+  // Input: position in Impl::inputs; Constant: in Impl::constants; Alias: the slot whose
+  // memory this one uses (new.X written into X's storage).
+  int index = -1;
+  int64_t offset = 0;  // Arena: from the memory plan
+  int64_t bytes = 0;
+  DType dtype = DType::f32;
+  std::string name;    // the graph value that owns the memory
+  int first = -1;      // Arena: the launch that writes it
+  int lastUse = -1;    // the last launch reading it (kEnd: read after the last launch)
+};
+
+struct Launch {
+  enum class Kind { Kernel, Gemm } kind = Kind::Kernel;
+  std::string name;
+  kir::KernelFn fn = nullptr;
+  int64_t extent = 1;  // Kernel: the parallel extent
+  int64_t grain = 1;   // Kernel: the smallest chunk of the parallel range per thread
+  bool parallel = false;
+  codegen::GemmDesc gemm;     // Gemm: slots are A, B, C
+  bool gemmZeroK = false;     // an empty contraction: C is all zeros
+  std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)
+  std::vector<void*> ptrs;    // resolved at the start of each run
+  std::vector<int> dying;     // arena slots last used here (poisoned after it)
+};
+
+// Bytes that read as NaN in every float format, or an unlikely integer pattern.
+void poison(void* p, int64_t bytes, DType dtype) {
+  auto fill = [&](auto pattern) {
+    auto* q = static_cast<unsigned char*>(p);
+    for (int64_t i = 0; i + static_cast<int64_t>(sizeof pattern) <= bytes; i += sizeof pattern)
+      std::memcpy(q + i, &pattern, sizeof pattern);
+  };
+  switch (dtype) {
+    case DType::f32: return fill(uint32_t{0x7FC00000u});
+    case DType::f64: return fill(uint64_t{0x7FF8000000000000ull});
+    case DType::bf16: return fill(uint16_t{0x7FC0u});
+    case DType::f16: return fill(uint16_t{0x7E00u});
+    case DType::i32:
+    case DType::i64:
+    case DType::boolean: std::memset(p, 0xA5, static_cast<size_t>(bytes)); return;
+  }
+}
+
+// Structural equality of index expressions (shared subtrees compare by pointer first).
+bool sameExpr(const kir::ExprP& a, const kir::ExprP& b) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  if (a->kind != b->kind || a->type != b->type || a->f != b->f || a->i != b->i ||
+      a->var != b->var || a->buffer != b->buffer || a->unary != b->unary ||
+      a->binary != b->binary || a->args.size() != b->args.size())
+    return false;
+  for (size_t i = 0; i < a->args.size(); ++i)
+    if (!sameExpr(a->args[i], b->args[i])) return false;
+  return true;
+}
+
+void collectLoads(const kir::ExprP& e, int buffer, std::vector<const kir::Expr*>& out) {
+  if (!e) return;
+  if (e->kind == kir::ExprKind::Load && e->buffer == buffer) out.push_back(e.get());
+  for (const auto& a : e->args) collectLoads(a, buffer, out);
+}
+
+void collectStmts(const std::vector<kir::StmtP>& body, std::vector<const kir::Stmt*>& out) {
+  for (const auto& s : body) {
+    out.push_back(s.get());
+    collectStmts(s->body, out);
+    collectStmts(s->elseBody, out);
+  }
+}
+
+// True when the kernel may write buffer `w` over buffer `r`: `w` is written by exactly one
+// store, every load of `r` sits in that store's value at the store's own index, and `w` is
+// never read. Each element of `r` is then read just before the same element of `w` is
+// written, and by nothing else.
+bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
+  if (k.buffers[w].access != kir::Access::Write || k.buffers[w].numel != k.buffers[r].numel ||
+      k.buffers[w].dtype != k.buffers[r].dtype)
+    return false;
+  std::vector<const kir::Stmt*> stmts;
+  collectStmts(k.body, stmts);
+  const kir::Stmt* theStore = nullptr;
+  size_t loadsOfR = 0;
+  for (const kir::Stmt* s : stmts) {
+    if (s->kind == kir::StmtKind::Store && s->buffer == w) {
+      if (theStore) return false;
+      theStore = s;
+    }
+    std::vector<const kir::Expr*> loads;
+    for (const auto& a : s->args) collectLoads(a, r, loads);
+    loadsOfR += loads.size();
+  }
+  if (!theStore) return false;
+  std::vector<const kir::Expr*> inValue, inIndex;
+  collectLoads(theStore->args[1], r, inValue);
+  collectLoads(theStore->args[0], r, inIndex);
+  if (!inIndex.empty() || inValue.size() != loadsOfR) return false;
+  for (const kir::Expr* l : inValue)
+    if (!sameExpr(l->args[0], theStore->args[0])) return false;
+  return true;
+}
+
+// Shapes to a batched GEMM: batch dims broadcast like numpy's (a missing or size-1 dim of
+// one operand gets stride 0), dims of size 1 dropped and contiguous dims merged.
+codegen::GemmDesc gemmDescFor(const Node& n) {
+  const TensorType& at = n.operand(0)->type();
+  const TensorType& bt = n.operand(1)->type();
+  const TensorType& ot = n.result()->type();
+  if (ot.dtype != DType::f32 && ot.dtype != DType::f64)
+    throw IRError(fmt::format("{}: the CPU backend multiplies f32 and f64 matrices only, not {}",
+                              describeNode(n), dtypeName(ot.dtype)));
+  const bool ta = n.attrBool("transpose_a"), tb = n.attrBool("transpose_b");
+  const int64_t aRows = at.shape[at.rank() - 2], aCols = at.shape.back();
+  const int64_t bRows = bt.shape[bt.rank() - 2], bCols = bt.shape.back();
+  const int64_t m = ot.shape[ot.rank() - 2], nn = ot.shape.back(), k = ta ? aRows : aCols;
+  codegen::GemmDesc d = codegen::GemmDesc::contiguous(ot.dtype, m, nn, k, ta, tb);
+  d.lda = aCols;
+  d.ldb = bCols;
+  d.ldc = nn;
+
+  const size_t rank = static_cast<size_t>(ot.rank()) - 2;
+  auto padded = [&](const Shape& s) {  // batch dims, left-padded with 1 to `rank`
+    Shape b(s.begin(), s.end() - 2);
+    b.insert(b.begin(), rank - b.size(), 1);
+    return b;
+  };
+  const Shape aB = padded(at.shape), bB = padded(bt.shape);
+  int64_t sa = aRows * aCols, sb = bRows * bCols, sc = m * nn;
+  std::vector<int64_t> batch, strideA, strideB, strideC;  // innermost first while building
+  for (size_t i = rank; i-- > 0;) {
+    const int64_t count = ot.shape[i];
+    if (count != 1) {
+      const int64_t stA = aB[i] == 1 ? 0 : sa, stB = bB[i] == 1 ? 0 : sb;
+      // Merge with the dim inside it when each operand steps through both as one.
+      if (!batch.empty() && strideA.back() * batch.back() == stA &&
+          strideB.back() * batch.back() == stB && strideC.back() * batch.back() == sc) {
+        batch.back() *= count;
+      } else {
+        batch.push_back(count);
+        strideA.push_back(stA);
+        strideB.push_back(stB);
+        strideC.push_back(sc);
+      }
+    }
+    sa *= aB[i];
+    sb *= bB[i];
+    sc *= count;
+  }
+  d.batch.assign(batch.rbegin(), batch.rend());
+  d.strideA.assign(strideA.rbegin(), strideA.rend());
+  d.strideB.assign(strideB.rbegin(), strideB.rend());
+  d.strideC.assign(strideC.rbegin(), strideC.rend());
+  return d;
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Kernel names must be unique within one JIT: the second "x" becomes "x_2", and so on.
+class NameUniquer {
+ public:
+  std::string operator()(const std::string& base) {
+    if (used_.insert(base).second) return base;
+    for (int i = 2;; ++i) {
+      std::string name = fmt::format("{}_{}", base, i);
+      if (used_.insert(name).second) return name;
+    }
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+ExecOptions ExecOptions::fromEnv() {
+  ExecOptions o;
+  o.useCache = !envFlag("TGC_NO_CACHE");
+  o.poisonFreed = envFlag("TGC_POISON");
+  return o;
+}
+
+struct Executable::Impl {
+  static constexpr int kEnd = std::numeric_limits<int>::max();
+
+  ExecOptions opts;
+  std::unique_ptr<codegen::Jit> jit;
+  std::unique_ptr<ThreadPool> ownPool;
+  ThreadPool* pool = nullptr;
+
+  std::vector<Slot> slots;
+  std::vector<Launch> launches;
+  std::vector<Tensor> constants;
+  struct IO {
+    std::string name;
+    TensorType type;
+    int slot = -1;
+  };
+  std::vector<IO> inputs, outputs;
+  std::vector<bool> outputIsState;  // per output: a new.X written back into X
+  struct StateCopy {
+    int src, dst;
+    int64_t bytes;
+  };
+  std::vector<StateCopy> copies;
+  std::vector<std::string> stateNames;
+
+  std::unique_ptr<void, AlignedFree> arena;
+  std::vector<void*> slotPtr;
+  ExecStats stats;
+
+  void build(const Graph& g);
+  void pairState(std::vector<codegen::LoweredKernel>& lowered,
+                 const std::vector<int>& loweredLaunch);
+  void plan();
+  void execute(const std::vector<void*>& inputPtrs);
+  void runKernel(Launch& l);
+};
+
+// ---- compile ---------------------------------------------------------------------------------
+
+std::vector<kir::Kernel> lowerGraphKernels(const Graph& g) {
+  auto graph = g.clone();
+  graph->removeDeadNodes();
+  NameUniquer unique;
+  std::vector<kir::Kernel> out;
+  for (const auto& n : graph->nodes())
+    if (codegen::classify(*n) == codegen::NodeExecution::Kernel) {
+      codegen::LoweredKernel lk = codegen::lowerGroup({n.get()});
+      lk.kernel.name = unique(lk.kernel.name);
+      out.push_back(std::move(lk.kernel));
+    }
+  return out;
+}
+
+std::unique_ptr<Executable> Executable::compile(const Graph& g, const ExecOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  if (opts.numThreads > 0) impl->ownPool = std::make_unique<ThreadPool>(opts.numThreads);
+  impl->pool = impl->ownPool ? impl->ownPool.get() : &ThreadPool::global();
+  impl->build(g);
+  impl->stats.compileSeconds = secondsSince(t0);
+  return std::unique_ptr<Executable>(new Executable(std::move(impl)));
+}
+
+void Executable::Impl::build(const Graph& source) {
+  auto graph = source.clone();
+  graph->removeDeadNodes();
+  std::unordered_map<const Value*, int> slotOf;
+  auto newSlot = [&](const Value& v, SlotKind kind, int index) {
+    Slot s;
+    s.kind = kind;
+    s.index = index;
+    s.bytes = static_cast<int64_t>(v.type().numel() * dtypeSize(v.type().dtype));
+    s.dtype = v.type().dtype;
+    s.name = v.name();
+    slots.push_back(std::move(s));
+    slotOf[&v] = static_cast<int>(slots.size()) - 1;
+    return static_cast<int>(slots.size()) - 1;
+  };
+  auto use = [&](int slot, int launch) {
+    slots[slot].lastUse = std::max(slots[slot].lastUse, launch);
+  };
+
+  std::vector<codegen::LoweredKernel> lowered;
+  std::vector<int> loweredLaunch;
+  std::set<DType> gemmTypes;
+  for (const auto& node : graph->nodes()) {
+    const Node& n = *node;
+    const int launch = static_cast<int>(launches.size());
+    switch (codegen::classify(n)) {
+      case codegen::NodeExecution::Source: {
+        if (n.op() == OpKind::Input) {
+          inputs.push_back({n.result()->name(), n.result()->type(), -1});
+          inputs.back().slot = newSlot(*n.result(), SlotKind::Input,
+                                       static_cast<int>(inputs.size()) - 1);
+          break;
+        }
+        if (!n.operands().empty())
+          throw IRError(fmt::format("{}: a source op with operands", describeNode(n)));
+        std::vector<Tensor> values = Interpreter().evalNode(n, {});
+        for (size_t i = 0; i < values.size(); ++i) {
+          stats.constantBytes += static_cast<int64_t>(values[i].nbytes());
+          constants.push_back(std::move(values[i]));
+          newSlot(*n.result(i), SlotKind::Constant, static_cast<int>(constants.size()) - 1);
+        }
+        break;
+      }
+      case codegen::NodeExecution::View: {
+        const Value* from = n.operand(0);
+        if (from->type().numel() != n.result()->type().numel() ||
+            from->type().dtype != n.result()->type().dtype)
+          throw IRError(fmt::format("{}: a view must keep the dtype and element count",
+                                    describeNode(n)));
+        slotOf[n.result()] = slotOf.at(from);
+        ++stats.views;
+        break;
+      }
+      case codegen::NodeExecution::Gemm: {
+        Launch l;
+        l.kind = Launch::Kind::Gemm;
+        l.name = "gemm:" + n.result()->name();
+        l.gemm = gemmDescFor(n);
+        l.gemmZeroK = l.gemm.k == 0;
+        if (!l.gemmZeroK) l.gemm.validate();
+        gemmTypes.insert(l.gemm.dtype);
+        l.slots = {slotOf.at(n.operand(0)), slotOf.at(n.operand(1)), -1};
+        use(l.slots[0], launch);
+        use(l.slots[1], launch);
+        l.slots[2] = newSlot(*n.result(), SlotKind::Arena, -1);
+        slots[l.slots[2]].first = launch;
+        use(l.slots[2], launch);
+        launches.push_back(std::move(l));
+        ++stats.gemms;
+        break;
+      }
+      case codegen::NodeExecution::Kernel: {
+        codegen::LoweredKernel lk = codegen::lowerGroup({&n});
+        Launch l;
+        l.kind = Launch::Kind::Kernel;
+        l.extent = lk.kernel.parallelExtent;
+        const int64_t cost = std::max<int64_t>(1, lk.kernel.costPerIteration);
+        l.parallel = l.extent > 1 && l.extent * cost >= kSerialWork;
+        l.grain = std::max<int64_t>(1, kChunkWork / cost);
+        for (size_t b = 0; b < lk.kernel.buffers.size(); ++b) {
+          const Value* v = lk.values.at(b);
+          int slot;
+          if (lk.kernel.buffers[b].access != kir::Access::Read && !slotOf.count(v)) {
+            slot = newSlot(*v, SlotKind::Arena, -1);
+            slots[slot].first = launch;
+          } else {
+            slot = slotOf.at(v);
+          }
+          use(slot, launch);
+          l.slots.push_back(slot);
+        }
+        launches.push_back(std::move(l));
+        lowered.push_back(std::move(lk));
+        loweredLaunch.push_back(launch);
+        ++stats.kernels;
+        break;
+      }
+    }
+  }
+  for (const Value* v : graph->outputs()) {
+    outputs.push_back({v->name(), v->type(), slotOf.at(v)});
+    use(outputs.back().slot, kEnd);
+  }
+  outputIsState.assign(outputs.size(), false);
+  if (opts.updateInPlace) pairState(lowered, loweredLaunch);
+  plan();
+
+  // Code generation, after the plan so that kernels writing in place say so.
+  NameUniquer unique;
+  std::vector<const kir::Kernel*> kernels;
+  for (auto& lk : lowered) {
+    lk.kernel.name = unique(lk.kernel.name);
+    kernels.push_back(&lk.kernel);
+  }
+  codegen::JitOptions jo;
+  jo.useCache = opts.useCache;
+  jo.cacheDir = opts.cacheDir;
+  jit = std::make_unique<codegen::Jit>(jo);
+  std::vector<kir::KernelFn> fns = codegen::compileKernels(*jit, kernels);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    Launch& l = launches[loweredLaunch[i]];
+    l.name = kernels[i]->name;
+    l.fn = fns.at(i);
+  }
+  stats.cacheHits = jit->stats().cacheHits;
+  stats.jitCompiles = jit->stats().compiles;
+  for (DType d : gemmTypes) codegen::GemmEngine::host(d);  // JIT the micro-kernels now
+}
+
+// The stateful mode: output new.X goes straight into input X's storage when X is not read
+// after the launch that writes new.X, or is read only by that launch, element by element.
+void Executable::Impl::pairState(std::vector<codegen::LoweredKernel>& lowered,
+                                 const std::vector<int>& loweredLaunch) {
+  std::unordered_map<std::string, int> inputByName;
+  for (size_t i = 0; i < inputs.size(); ++i) inputByName[inputs[i].name] = static_cast<int>(i);
+  std::unordered_map<int, size_t> kernelAtLaunch;
+  for (size_t i = 0; i < loweredLaunch.size(); ++i) kernelAtLaunch[loweredLaunch[i]] = i;
+  std::set<int> redirected;
+
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const IO& out = outputs[o];
+    if (!out.name.starts_with("new.")) continue;
+    auto in = inputByName.find(out.name.substr(4));
+    if (in == inputByName.end() || inputs[in->second].type != out.type) continue;
+    const int x = inputs[in->second].slot, r = out.slot;
+    outputIsState[o] = true;
+    stateNames.push_back(inputs[in->second].name);
+    if (r == x) continue;  // new.X is X itself: nothing to write
+    Slot& rs = slots[r];
+    bool direct = false;
+    if (rs.kind == SlotKind::Arena && !redirected.count(r)) {
+      const int producer = rs.first;
+      if (slots[x].lastUse < producer) {
+        direct = true;
+      } else if (slots[x].lastUse == producer && kernelAtLaunch.count(producer)) {
+        codegen::LoweredKernel& lk = lowered[kernelAtLaunch[producer]];
+        const Launch& l = launches[producer];
+        std::vector<int> w, rd;
+        for (size_t b = 0; b < l.slots.size(); ++b) {
+          if (l.slots[b] == r) w.push_back(static_cast<int>(b));
+          if (l.slots[b] == x) rd.push_back(static_cast<int>(b));
+        }
+        if (w.size() == 1 && rd.size() == 1 && readsOnlyAtWriteIndex(lk.kernel, w[0], rd[0])) {
+          lk.kernel.buffers[w[0]].inPlaceOf = rd[0];
+          direct = true;
+        }
+      }
+    }
+    if (direct) {
+      // new.X now lives in X's storage: every reader of new.X reads it there.
+      rs.kind = SlotKind::Alias;
+      rs.index = x;
+      redirected.insert(r);
+      ++stats.stateInPlace;
+    } else {
+      copies.push_back({r, x, slots[x].bytes});
+      ++stats.stateCopies;
+    }
+  }
+}
+
+void Executable::Impl::plan() {
+  std::vector<int> arenaSlots;
+  std::vector<BufferLifetime> lifetimes;
+  const int end = static_cast<int>(launches.size());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s].kind != SlotKind::Arena) continue;
+    arenaSlots.push_back(static_cast<int>(s));
+    const int last = slots[s].lastUse == kEnd ? end : std::max(slots[s].first, slots[s].lastUse);
+    lifetimes.push_back({slots[s].bytes, slots[s].first, last});
+    if (last < end) launches[static_cast<size_t>(last)].dying.push_back(static_cast<int>(s));
+  }
+  MemoryPlan mp = planMemory(lifetimes);
+  for (size_t i = 0; i < arenaSlots.size(); ++i) slots[arenaSlots[i]].offset = mp.offsets[i];
+  stats.arenaBytes = mp.arenaBytes;
+  stats.bufferBytes = mp.totalBytes;
+  stats.peakLiveBytes = mp.peakLiveBytes;
+  void* mem = nullptr;
+  if (mp.arenaBytes > 0) {
+    mem = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(mp.arenaBytes));
+    if (!mem)
+      throw std::runtime_error(fmt::format("cannot allocate an arena of {} bytes", mp.arenaBytes));
+  }
+  arena.reset(mem);
+  slotPtr.assign(slots.size(), nullptr);
+  for (Launch& l : launches) l.ptrs.assign(l.slots.size(), nullptr);
+}
+
+// ---- run -------------------------------------------------------------------------------------
+
+void Executable::Impl::runKernel(Launch& l) {
+  void* const* ptrs = l.ptrs.data();
+  const kir::KernelFn fn = l.fn;
+  if (!l.parallel) {
+    fn(ptrs, 0, l.extent);
+    return;
+  }
+  pool->parallelFor(l.extent, [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); },
+                    l.grain);
+}
+
+void Executable::Impl::execute(const std::vector<void*>& inputPtrs) {
+  auto* base = static_cast<unsigned char*>(arena.get());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const Slot& sl = slots[s];
+    switch (sl.kind) {
+      case SlotKind::Arena: slotPtr[s] = base + sl.offset; break;
+      case SlotKind::Input: slotPtr[s] = inputPtrs[static_cast<size_t>(sl.index)]; break;
+      case SlotKind::Constant: slotPtr[s] = constants[static_cast<size_t>(sl.index)].data(); break;
+      case SlotKind::Alias: break;
+    }
+  }
+  for (size_t s = 0; s < slots.size(); ++s)  // aliases point at input slots, resolved above
+    if (slots[s].kind == SlotKind::Alias) slotPtr[s] = slotPtr[static_cast<size_t>(slots[s].index)];
+  if (opts.poisonFreed && base) std::memset(base, 0xFF, static_cast<size_t>(stats.arenaBytes));
+
+  for (Launch& l : launches) {
+    for (size_t i = 0; i < l.slots.size(); ++i) l.ptrs[i] = slotPtr[static_cast<size_t>(l.slots[i])];
+    if (l.kind == Launch::Kind::Kernel) {
+      runKernel(l);
+    } else if (l.gemmZeroK) {
+      std::memset(l.ptrs[2], 0, static_cast<size_t>(slots[static_cast<size_t>(l.slots[2])].bytes));
+    } else if (slots[static_cast<size_t>(l.slots[2])].bytes > 0) {
+      codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
+    }
+    if (opts.poisonFreed)
+      for (int s : l.dying) poison(slotPtr[static_cast<size_t>(s)], slots[static_cast<size_t>(s)].bytes, slots[static_cast<size_t>(s)].dtype);
+  }
+  for (const StateCopy& c : copies)
+    std::memcpy(slotPtr[static_cast<size_t>(c.dst)], slotPtr[static_cast<size_t>(c.src)], static_cast<size_t>(c.bytes));
+}
+
+Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executable::~Executable() = default;
+
+namespace {
+
+void checkType(const std::string& name, const TensorType& want, const Tensor& got,
+               const char* where) {
+  if (got.type() != want)
+    throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but {} holds {}",
+                                            name, want.str(), where, got.type().str()));
+}
+
+Tensor copyOut(const TensorType& type, const void* from) {
+  Tensor t(type);
+  if (t.nbytes() > 0) std::memcpy(t.data(), from, t.nbytes());
+  return t;
+}
+
+}  // namespace
+
+std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs) {
+  Impl& m = *impl_;
+  if (m.opts.updateInPlace)
+    throw std::logic_error("a stateful executable (updateInPlace) runs with runStep");
+  std::vector<void*> ptrs;
+  std::vector<std::string> missing;
+  for (const Impl::IO& in : m.inputs) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) {
+      missing.push_back("%" + in.name);
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    checkType(in.name, in.type, it->second, "the given tensor");
+    ptrs.push_back(const_cast<void*>(it->second.data()));  // kernels only read inputs
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
+                                            fmt::join(missing, ", ")));
+  m.execute(ptrs);
+  std::vector<Tensor> out;
+  for (const Impl::IO& o : m.outputs)
+    out.push_back(copyOut(o.type, m.slotPtr[static_cast<size_t>(o.slot)]));
+  return out;
+}
+
+std::map<std::string, Tensor> Executable::runStep(ParamStore& store,
+                                                  const std::map<std::string, Tensor>& batch) {
+  Impl& m = *impl_;
+  if (!m.opts.updateInPlace)
+    throw std::logic_error("runStep needs an executable compiled with updateInPlace");
+  const std::set<std::string> state(m.stateNames.begin(), m.stateNames.end());
+  std::vector<void*> ptrs;
+  std::vector<std::string> missing;
+  for (const Impl::IO& in : m.inputs) {
+    if (state.count(in.name)) {
+      if (!store.contains(in.name)) {
+        missing.push_back("%" + in.name + " (store)");
+        ptrs.push_back(nullptr);
+        continue;
+      }
+      Tensor& t = store.at(in.name);
+      checkType(in.name, in.type, t, "the parameter store");
+      ptrs.push_back(t.data());
+      continue;
+    }
+    auto it = batch.find(in.name);
+    if (it == batch.end()) {
+      missing.push_back("%" + in.name);
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    checkType(in.name, in.type, it->second, "the batch");
+    ptrs.push_back(const_cast<void*>(it->second.data()));
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
+                                            fmt::join(missing, ", ")));
+  m.execute(ptrs);
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    if (!m.outputIsState[i])
+      out.emplace(m.outputs[i].name,
+                  copyOut(m.outputs[i].type, m.slotPtr[static_cast<size_t>(m.outputs[i].slot)]));
+  return out;
+}
+
+const std::vector<std::string>& Executable::stateNames() const { return impl_->stateNames; }
+const ExecStats& Executable::stats() const { return impl_->stats; }
+
+std::vector<std::string> Executable::launchNames() const {
+  std::vector<std::string> names;
+  for (const Launch& l : impl_->launches) names.push_back(l.name);
+  return names;
+}
+
+std::vector<Executable::ArenaBuffer> Executable::arenaBuffers() const {
+  std::vector<ArenaBuffer> out;
+  const int end = static_cast<int>(impl_->launches.size());
+  for (const Slot& s : impl_->slots)
+    if (s.kind == SlotKind::Arena)
+      out.push_back({s.name, s.offset, s.bytes, s.first,
+                     s.lastUse == Impl::kEnd ? end : std::max(s.first, s.lastUse)});
+  return out;
+}
+
+GraphBackend cpuF64Backend(const ExecOptions& opts) {
+  return [opts](const Graph& g) -> GraphRunner {
+    std::shared_ptr<Executable> exe = Executable::compile(*promoteToF64(g), opts);
+    return [exe](const std::map<std::string, Tensor>& inputs) { return exe->run(inputs); };
+  };
+}
+
+}  // namespace tgc::runtime

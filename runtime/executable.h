@@ -1,0 +1,119 @@
+// A graph compiled for the CPU: kernels, a memory plan and the launch order.
+//
+// Executable::compile walks the graph in order and asks codegen::classify how each node
+// runs: generated kernels (lowered to Kernel IR, emitted as LLVM IR, JIT-compiled; the
+// on-disk cache makes a second compile of the same graph fast), the packed GEMM for
+// matmul, views for reshape (the operand's memory under a new shape), and inputs and
+// constants placed by the runtime. Every intermediate buffer lives in one arena at an
+// offset from the memory plan (runtime/memory_plan.h); graph inputs are read where the
+// caller keeps them (zero-copy); outputs are copied out of the arena at the end of a run.
+//
+// Training steps run in the stateful mode (ExecOptions::updateInPlace): each output named
+// new.X whose input X has the same type is written into X's own storage (a ParamStore
+// tensor), so parameters and optimizer state are updated in place with no copy when X is
+// read for the last time no later than new.X is written. Otherwise new.X goes to the arena
+// and is copied into X after the last launch (counted in ExecStats::stateCopies).
+//
+// Debug mode (ExecOptions::poisonFreed, or TGC_POISON=1): the arena starts filled with NaN
+// bytes, and after each launch every arena buffer that died there is overwritten with NaN
+// (floats) or 0xA5 bytes (integers), so a wrong memory plan fails tests loudly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/lower.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/gradcheck.h"
+
+namespace tgc {
+class ThreadPool;
+}
+
+namespace tgc::runtime {
+
+class ParamStore;
+
+struct ExecOptions {
+  bool useCache = true;   // the on-disk kernel cache (codegen/jit.h)
+  std::string cacheDir;   // empty: $TGC_CACHE_DIR, $XDG_CACHE_HOME/tgc or ~/.cache/tgc
+  bool poisonFreed = false;
+  int numThreads = 0;     // 0: the process-wide pool (TGC_NUM_THREADS, else every core)
+  bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
+
+  // Defaults, with TGC_NO_CACHE=1 turning the cache off and TGC_POISON=1 poisoning.
+  static ExecOptions fromEnv();
+};
+
+struct ExecStats {
+  int kernels = 0;  // generated kernels (one launch each)
+  int gemms = 0;    // GEMM launches
+  int views = 0;    // reshapes that share their operand's memory
+  int64_t arenaBytes = 0;     // the planned arena
+  int64_t bufferBytes = 0;    // every arena buffer added up: the arena without reuse
+  int64_t peakLiveBytes = 0;  // the most bytes live at one launch (a bound on any plan)
+  int64_t constantBytes = 0;  // constants materialized at compile time
+  int64_t cacheHits = 0;      // kernel modules loaded from the on-disk cache
+  int64_t jitCompiles = 0;    // kernel modules added to the JIT (hits included)
+  double compileSeconds = 0;  // lowering, planning and code generation (or cache loads)
+  int stateInPlace = 0;       // new.X written straight into X's storage
+  int stateCopies = 0;        // new.X computed elsewhere and copied into X after the run
+};
+
+// The kernels of a graph as Executable::compile lowers them: one per Kernel node (dead
+// nodes removed), names made unique with suffixes _2, _3, ... For dumps (`tgc compile
+// --emit=kernel|llvm|asm`).
+std::vector<codegen::kir::Kernel> lowerGraphKernels(const Graph& g);
+
+class Executable {
+ public:
+  // Throws IRError naming the node for an op the CPU backend cannot run, and
+  // codegen::JitError when LLVM fails.
+  static std::unique_ptr<Executable> compile(const Graph& g,
+                                             const ExecOptions& opts = ExecOptions::fromEnv());
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Runs on `inputs` (every graph input by name, with its exact type; read in place, not
+  // copied) and returns the outputs in order. Not for stateful executables.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  // The stateful mode: `store` holds every state input (stateNames()), `batch` the other
+  // inputs. The state tensors are updated in place; the other outputs are returned by
+  // name (loss, metrics, grad_norm, lr for a training step).
+  std::map<std::string, Tensor> runStep(ParamStore& store,
+                                        const std::map<std::string, Tensor>& batch);
+
+  // Inputs X paired with an output new.X (empty unless updateInPlace).
+  const std::vector<std::string>& stateNames() const;
+  const ExecStats& stats() const;
+  // Launch names in order ("gemm:<value>" for GEMMs), for tests and profiles.
+  std::vector<std::string> launchNames() const;
+
+  // The arena buffers, for tests of the plan: each graph value placed in the arena (views
+  // share their operand's entry) with its byte range and live launches.
+  struct ArenaBuffer {
+    std::string value;
+    int64_t offset = 0, bytes = 0;
+    int first = 0, last = 0;
+  };
+  std::vector<ArenaBuffer> arenaBuffers() const;
+
+  struct Impl;
+
+ private:
+  explicit Executable(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Gradient checking (runtime/gradcheck.h) through compiled code: the graph promoted to
+// float64 (promoteToF64) and compiled once, then run for every evaluation.
+GraphBackend cpuF64Backend(const ExecOptions& opts = ExecOptions::fromEnv());
+
+}  // namespace tgc::runtime
