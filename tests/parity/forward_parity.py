@@ -1,0 +1,85 @@
+"""Issue 3: the forward pass of the tiny Transformer against an independent PyTorch
+implementation, same weights and batch through safetensors, float32, dropout off.
+
+Checked within 1e-5 relative (norm-wise for tensors): the train graph's loss and logits, with
+the output projection untied and tied to the target embedding; the encode graph's memory;
+the decode_step graph's log-probabilities.
+
+  TGC_EXE=build/tools/tgc python3 tests/parity/forward_parity.py [--backend interp|cpu]
+"""
+import sys
+
+import parity_common as pc
+
+TGC = pc.setup(sys.argv[1:])  # exits 77 (skipped) without torch or the backend
+import torch  # noqa: E402
+
+TOL = 1e-5
+B, S, T = 4, 9, 8
+
+
+def main():
+    tgc, backend = TGC, TGC.backend
+    cfg = pc.TINY
+    dims = {"B": B, "S": S, "T": T}
+    c = pc.Checker(f"forward parity, tiny preset, B={B} S={S} T={T}, backend {backend}")
+    batch = pc.random_batch(11, B, S, T, cfg)
+    tb = pc.torch_batch(batch)
+    print(f"  batch: {int((batch['src'] != 0).sum())}/{B * S} real source tokens, "
+          f"{int((batch['tgt_out'] != 0).sum())}/{B * T} real targets")
+
+    for tie in (False, True):
+        tag = "tied" if tie else "untied"
+        tir = tgc.compile(f"train_{tag}.tir", "train", dims,
+                          {"p_drop": 0, "tie_output": str(tie).lower()})
+        specs = pc.param_specs(tir)
+        params = pc.random_params(specs, seed=3)
+        pc.check_param_shapes(params, cfg)
+        if tie != ("generator.proj.weight" not in params):
+            print(f"error: tie_output={tie} but the graph's parameters say otherwise")
+            sys.exit(1)
+        out = tgc.run(tir, {**params, **batch, "seed": torch.tensor(0).numpy(),
+                            "step": torch.tensor(1).numpy()})
+        with torch.no_grad():
+            loss32, logits32 = pc.TorchTransformer(cfg, pc.torch_params(params, torch.float32),
+                                                   tie).forward(**tb)
+            loss64, logits64 = pc.TorchTransformer(cfg, pc.torch_params(params, torch.float64),
+                                                   tie).forward(**tb)
+            # The reference's own loss against PyTorch's built-in label-smoothed CE.
+            builtin = torch.nn.functional.cross_entropy(
+                logits64.reshape(-1, logits64.shape[-1]), tb["tgt_out"].reshape(-1),
+                ignore_index=cfg["pad"], label_smoothing=cfg["label_smoothing"])
+        c.check(f"[{tag}] reference loss vs torch.nn.functional.cross_entropy (f64)",
+                abs(loss64.item() - builtin.item()) / abs(builtin.item()), 1e-12)
+        lt = float(out["loss"])
+        c.check(f"[{tag}] loss rel error", abs(lt - loss32.item()) / abs(loss32.item()), TOL,
+                f"  (tgc {lt:.8f}, torch f32 {loss32.item():.8f}, torch f64 "
+                f"{loss64.item():.8f}; tgc vs f64 {abs(lt - loss64.item()) / loss64.item():.1e})")
+        nr, er = pc.rel_err(out["logits"], logits32.numpy())
+        nr64, _ = pc.rel_err(out["logits"], logits64.numpy())
+        c.check(f"[{tag}] logits norm-wise rel error", nr, TOL,
+                f"  (worst element |d|/max|ref| {er:.1e}; tgc vs f64 {nr64:.1e})")
+
+    # The inference graphs, with the untied weights.
+    tir_enc = tgc.compile("encode.tir", "encode", {"B": B, "S": S})
+    tir_dec = tgc.compile("decode_step.tir", "decode_step", dims)
+    params = pc.random_params(pc.param_specs(tgc.compile("train_all.tir", "train", dims)), seed=3)
+    ref = pc.TorchTransformer(cfg, pc.torch_params(params, torch.float32))
+    need = lambda tir: {n: params[n] for n, _ in pc.param_specs(tir)}  # noqa: E731
+    enc = tgc.run(tir_enc, {**need(tir_enc), "src": batch["src"]})
+    with torch.no_grad():
+        memory = ref.encode(tb["src"])
+        nr, er = pc.rel_err(enc["memory"], memory.numpy())
+        c.check("[encode] memory norm-wise rel error", nr, TOL, f"  (worst element {er:.1e})")
+        dec = tgc.run(tir_dec, {**need(tir_dec), "src": batch["src"], "tgt": batch["tgt_in"],
+                                "memory": memory.numpy()})
+        h = ref.decode(tb["tgt_in"], memory, tb["src"])
+        log_probs = torch.log_softmax(ref.generate(h[:, -1]), dim=-1)
+        nr, er = pc.rel_err(dec["log_probs"], log_probs.numpy())
+        c.check("[decode_step] log_probs norm-wise rel error", nr, TOL,
+                f"  (worst element {er:.1e})")
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
