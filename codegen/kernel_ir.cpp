@@ -593,7 +593,8 @@ class Printer {
       if (static_cast<int>(v) == k_.parallelVar || isLoopVar(k_.body, static_cast<int>(v))) continue;
       out_ += fmt::format("  local {}: {}\n", k_.vars[v].name, dtypeName(k_.vars[v].type));
     }
-    out_ += fmt::format("  parallel {} in [0, {}) {{\n", var(k_.parallelVar), k_.parallelExtent);
+    out_ += fmt::format("  parallel {} in [0, {}) {{\n", k_.parallelVar >= 0 ? var(k_.parallelVar) : "_",
+                        k_.parallelExtent);
     stmts(k_.body, 2);
     out_ += "  }\n}\n";
     return std::move(out_);
