@@ -143,6 +143,54 @@ bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
   return true;
 }
 
+// A kernel's structure without its names: two kernels with equal keys compute the same
+// function of their buffers, so one compiled copy serves both (a Transformer repeats each
+// layer's kernels per layer, and AdamW's per parameter shape). Shared subexpressions print
+// once and are referred to by number, so the key grows with the kernel's DAG, not its tree.
+class KeyWriter {
+ public:
+  std::string key(const kir::Kernel& k) {
+    out_.clear();
+    ids_.clear();
+    out_ += fmt::format("p{} x{} c{}|", k.parallelVar, k.parallelExtent, k.costPerIteration);
+    for (const auto& b : k.buffers)
+      out_ += fmt::format("b{},{},{},{};", static_cast<int>(b.dtype), b.numel,
+                          static_cast<int>(b.access), b.inPlaceOf);
+    for (const auto& v : k.vars) out_ += fmt::format("v{};", static_cast<int>(v.type));
+    stmts(k.body);
+    return std::move(out_);
+  }
+
+ private:
+  void stmts(const std::vector<kir::StmtP>& body) {
+    out_ += '{';
+    for (const auto& s : body) {
+      out_ += fmt::format("S{},{},{},{},{},{}(", static_cast<int>(s->kind), s->var, s->extent,
+                          static_cast<int>(s->loop), s->unroll, s->buffer);
+      for (const auto& a : s->args) expr(a);
+      out_ += ')';
+      stmts(s->body);
+      stmts(s->elseBody);
+    }
+    out_ += '}';
+  }
+  void expr(const kir::ExprP& e) {
+    auto [it, fresh] = ids_.emplace(e.get(), ids_.size());
+    if (!fresh) {
+      out_ += fmt::format("#{}", it->second);
+      return;
+    }
+    out_ += fmt::format("E{},{},{},{},{},{},{},{}(", static_cast<int>(e->kind),
+                        static_cast<int>(e->type), e->f, e->i, e->var, e->buffer,
+                        static_cast<int>(e->unary), static_cast<int>(e->binary));
+    for (const auto& a : e->args) expr(a);
+    out_ += ')';
+  }
+
+  std::string out_;
+  std::unordered_map<const kir::Expr*, size_t> ids_;
+};
+
 // Shapes to a batched GEMM: batch dims broadcast like numpy's (a missing or size-1 dim of
 // one operand gets stride 0), dims of size 1 dropped and contiguous dims merged.
 codegen::GemmDesc gemmDescFor(const Node& n) {
@@ -232,7 +280,7 @@ struct Executable::Impl {
   static constexpr int kEnd = std::numeric_limits<int>::max();
 
   ExecOptions opts;
-  std::unique_ptr<codegen::Jit> jit;
+  std::vector<std::unique_ptr<codegen::Jit>> jits;  // own the compiled kernels
   std::unique_ptr<ThreadPool> ownPool;
   ThreadPool* pool = nullptr;
 
@@ -261,6 +309,8 @@ struct Executable::Impl {
   void pairState(std::vector<codegen::LoweredKernel>& lowered,
                  const std::vector<int>& loweredLaunch);
   void plan();
+  void generateCode(std::vector<codegen::LoweredKernel>& lowered,
+                    const std::vector<int>& loweredLaunch);
   void execute(const std::vector<void*>& inputPtrs);
   void runKernel(Launch& l);
 };
@@ -400,25 +450,53 @@ void Executable::Impl::build(const Graph& source) {
   plan();
 
   // Code generation, after the plan so that kernels writing in place say so.
+  generateCode(lowered, loweredLaunch);
+  for (DType d : gemmTypes) codegen::GemmEngine::host(d);  // JIT the micro-kernels now
+}
+
+// Compiles one copy of each distinct kernel, in shards over the pool's threads (one JIT
+// per shard: a JIT compiles one module at a time), and points every launch at its copy.
+void Executable::Impl::generateCode(std::vector<codegen::LoweredKernel>& lowered,
+                                    const std::vector<int>& loweredLaunch) {
   NameUniquer unique;
-  std::vector<const kir::Kernel*> kernels;
-  for (auto& lk : lowered) {
-    lk.kernel.name = unique(lk.kernel.name);
-    kernels.push_back(&lk.kernel);
+  KeyWriter keys;
+  std::unordered_map<std::string, size_t> byKey;
+  std::vector<const kir::Kernel*> distinct;
+  std::vector<size_t> copyOf(lowered.size());
+  for (size_t i = 0; i < lowered.size(); ++i) {
+    kir::Kernel& k = lowered[i].kernel;
+    k.name = unique(k.name);
+    launches[static_cast<size_t>(loweredLaunch[i])].name = k.name;
+    auto [it, fresh] = byKey.emplace(keys.key(k), distinct.size());
+    if (fresh) distinct.push_back(&k);
+    copyOf[i] = it->second;
   }
+  stats.distinctKernels = static_cast<int>(distinct.size());
+
+  // Round-robin, so that each shard gets a similar mix of cheap and expensive kernels.
+  constexpr size_t kMinShard = 16;
+  const size_t shards = std::clamp<size_t>((distinct.size() + kMinShard - 1) / kMinShard, 1,
+                                           static_cast<size_t>(pool->numThreads()));
+  std::vector<std::vector<const kir::Kernel*>> parts(shards);
+  for (size_t i = 0; i < distinct.size(); ++i) parts[i % shards].push_back(distinct[i]);
   codegen::JitOptions jo;
   jo.useCache = opts.useCache;
   jo.cacheDir = opts.cacheDir;
-  jit = std::make_unique<codegen::Jit>(jo);
-  std::vector<kir::KernelFn> fns = codegen::compileKernels(*jit, kernels);
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    Launch& l = launches[loweredLaunch[i]];
-    l.name = kernels[i]->name;
-    l.fn = fns.at(i);
+  jits.resize(shards);
+  std::vector<std::vector<kir::KernelFn>> partFns(shards);
+  pool->runOnThreads(static_cast<int>(shards), [&](int t) {
+    jits[static_cast<size_t>(t)] = std::make_unique<codegen::Jit>(jo);
+    partFns[static_cast<size_t>(t)] =
+        codegen::compileKernels(*jits[static_cast<size_t>(t)], parts[static_cast<size_t>(t)]);
+  });
+  for (size_t i = 0; i < lowered.size(); ++i) {
+    const size_t d = copyOf[i];
+    launches[static_cast<size_t>(loweredLaunch[i])].fn = partFns[d % shards].at(d / shards);
   }
-  stats.cacheHits = jit->stats().cacheHits;
-  stats.jitCompiles = jit->stats().compiles;
-  for (DType d : gemmTypes) codegen::GemmEngine::host(d);  // JIT the micro-kernels now
+  for (const auto& j : jits) {
+    stats.cacheHits += j->stats().cacheHits;
+    stats.jitCompiles += j->stats().compiles;
+  }
 }
 
 // The stateful mode: output new.X goes straight into input X's storage when X is not read

@@ -51,15 +51,16 @@ struct ExecOptions {
 };
 
 struct ExecStats {
-  int kernels = 0;  // generated kernels (one launch each)
+  int kernels = 0;  // generated kernel launches
+  int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
   int views = 0;    // reshapes that share their operand's memory
   int64_t arenaBytes = 0;     // the planned arena
   int64_t bufferBytes = 0;    // every arena buffer added up: the arena without reuse
   int64_t peakLiveBytes = 0;  // the most bytes live at one launch (a bound on any plan)
   int64_t constantBytes = 0;  // constants materialized at compile time
-  int64_t cacheHits = 0;      // kernel modules loaded from the on-disk cache
-  int64_t jitCompiles = 0;    // kernel modules added to the JIT (hits included)
+  int64_t cacheHits = 0;      // distinct kernels loaded from the on-disk cache
+  int64_t jitCompiles = 0;    // distinct kernels added to the JIT (hits included)
   double compileSeconds = 0;  // lowering, planning and code generation (or cache loads)
   int stateInPlace = 0;       // new.X written straight into X's storage
   int stateCopies = 0;        // new.X computed elsewhere and copied into X after the run

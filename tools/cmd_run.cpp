@@ -391,9 +391,10 @@ void reportTiming(const RunOptions& o, const Timing& t) {
                                    median(t.run_s) * 1e3);
     if (cpu)
       what += fmt::format(
-          "; compile {:.3f} s ({} kernels, {} GEMMs, {} cache hits), arena {:.1f} MiB "
-          "(buffers {:.1f} MiB), {} thread{}",
-          t.compile_s, t.stats.kernels, t.stats.gemms, t.stats.cacheHits,
+          "; compile {:.3f} s ({} kernels, {} distinct, {} cache hits; {} GEMMs), arena "
+          "{:.1f} MiB (buffers {:.1f} MiB), {} thread{}",
+          t.compile_s, t.stats.kernels, t.stats.distinctKernels, t.stats.cacheHits,
+          t.stats.gemms,
           static_cast<double>(t.stats.arenaBytes) / (1 << 20),
           static_cast<double>(t.stats.bufferBytes) / (1 << 20), threads,
           threads == 1 ? "" : "s");
