@@ -123,8 +123,9 @@ llvm::Value* tanhF32(llvm::IRBuilder<>& b, llvm::Value* x) {
                                 -3.33332819422E-1});
   llvm::Value* small = m.fma(m.mul(p, z), x, x);
   llvm::Value* e = expF32(b, m.add(a, a));
-  llvm::Value* large = m.copySign(m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0)))), x);
-  return m.sel(P::FCMP_OLT, a, 0.625, small, large);
+  llvm::Value* large = m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0))));
+  // tanh is odd; the sign also makes tanh(-0) = -0, which the polynomial loses.
+  return m.copySign(m.sel(P::FCMP_OLT, a, 0.625, small, large), x);
 }
 
 // erf: |x| < 1 by x P(x^2); beyond, 1 - e^(-x^2) R(1/|x|), |x| clamped to 4 where erf
