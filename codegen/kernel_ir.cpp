@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_set>
 
 namespace tgc::codegen::kir {
 
@@ -410,6 +411,7 @@ class Verifier {
   }
 
   void stmt(const Stmt& s) {
+    checked_.clear();
     switch (s.kind) {
       case StmtKind::Loop: {
         if (k_.vars[s.var].type != DType::i64)
@@ -468,9 +470,17 @@ class Verifier {
     if (e.args.size() != n) bad(fmt::format("{} needs {} operand(s), has {}", what, n, e.args.size()));
   }
 
+  // Expressions are DAGs: each node is checked once per statement (what a check depends
+  // on, the loop variables in scope and the locals assigned, is fixed within one).
   DType expr(const ExprP& ep) {
     if (!ep) bad("null expression");
-    const Expr& e = *ep;
+    if (checked_.contains(ep.get())) return ep->type;
+    DType t = exprUncached(*ep);
+    checked_.insert(ep.get());
+    return t;
+  }
+
+  DType exprUncached(const Expr& e) {
     DType t = e.type;
     switch (e.kind) {
       case ExprKind::Const: arity(e, 0, "a constant"); break;
@@ -519,6 +529,7 @@ class Verifier {
   std::vector<Role> role_;
   std::vector<int> bound_;      // loop variables in scope, outermost first
   std::vector<bool> assigned_;  // locals assigned so far in program order
+  std::unordered_set<const Expr*> checked_;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/llvm_math.h"
 
@@ -265,7 +266,9 @@ void KernelEmitter::loop(const Stmt& s) {
 // width in lanes is the register width over it.
 int widestElement(const kir::Kernel& k, const std::vector<kir::StmtP>& body) {
   size_t widest = 1;
+  std::unordered_set<const Expr*> seen;  // expressions are DAGs
   std::function<void(const kir::ExprP&)> visit = [&](const kir::ExprP& e) {
+    if (!seen.insert(e.get()).second) return;
     if (e->kind == ExprKind::Load) widest = std::max(widest, dtypeSize(e->type));
     if (e->kind == ExprKind::Load) return;  // indices are i64 address arithmetic
     if (e->kind != ExprKind::Var && e->kind != ExprKind::Const) widest = std::max(widest, dtypeSize(e->type));

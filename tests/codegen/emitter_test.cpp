@@ -710,6 +710,25 @@ TEST(EmitterIR, RejectsBadKernelsAndDuplicateNames) {
   EXPECT_THROW(compileKernels(sharedJit(), {&a, &b}), std::logic_error);
 }
 
+// Expressions are shared DAGs: 60 doublings of x are 60 nodes, not 2^60 tree paths, for
+// the verifier and the emitter alike.
+TEST(EmitterIR, SharedExpressionDag) {
+  Kernel k;
+  k.name = "dag";
+  int xb = k.addBuffer("x", DType::f64, 4, Access::Read);
+  int yb = k.addBuffer("y", DType::f64, 4, Access::Write);
+  k.parallelVar = k.addVar("p", DType::i64);
+  k.parallelExtent = 4;
+  auto p = varRef(k, k.parallelVar);
+  ExprP e = load(k, xb, p);
+  for (int i = 0; i < 60; ++i) e = binary(BinaryOp::Add, e, e);
+  k.body = {store(yb, p, e)};
+  KernelFn fn = compile(k);
+  Tensor x = tensorOf(DType::f64, {1, -2, 0.5, 3}), y(x.type());
+  run(fn, {&x, &y}, 0, 4);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(y.getF(i), std::ldexp(x.getF(i), 60));
+}
+
 // ---- the object cache -----------------------------------------------------------------------
 
 TEST(EmitterCache, SecondCompileInFreshJitHitsTheCache) {
