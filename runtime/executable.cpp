@@ -112,35 +112,55 @@ void collectStmts(const std::vector<kir::StmtP>& body, std::vector<const kir::St
   }
 }
 
-// True when the kernel may write buffer `w` over buffer `r`: `w` is written by exactly one
-// store, every load of `r` sits in that store's value at the store's own index, and `w` is
-// never read. Each element of `r` is then read just before the same element of `w` is
-// written, and by nothing else.
+// Whether statements store to buffer `w`, and whether along every path through them (one
+// iteration of the loops around them) at most one store to `w` runs: in each statement list
+// at most one statement may contain such stores (an if's branches are separate lists).
+struct StoreShape {
+  bool stores = false;
+  bool single = true;
+};
+
+StoreShape storesTo(const std::vector<kir::StmtP>& body, int w) {
+  StoreShape out;
+  for (const auto& s : body) {
+    StoreShape inner;
+    if (s->kind == kir::StmtKind::Store && s->buffer == w) inner.stores = true;
+    for (const auto* list : {&s->body, &s->elseBody}) {
+      StoreShape sub = storesTo(*list, w);
+      inner.stores |= sub.stores;
+      inner.single &= sub.single;
+    }
+    if (inner.stores && out.stores) out.single = false;
+    out.stores |= inner.stores;
+    out.single &= inner.single;
+  }
+  return out;
+}
+
+// True when the kernel may write buffer `w` over buffer `r`: `w` is never read, at most one
+// store to `w` runs per iteration, and every load of `r` sits in the value of a store to
+// `w` at that store's own index. Each element of `r` is then read just before the same
+// element of `w` is written, and by nothing else.
 bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
   if (k.buffers[w].access != kir::Access::Write || k.buffers[w].numel != k.buffers[r].numel ||
       k.buffers[w].dtype != k.buffers[r].dtype)
     return false;
+  const StoreShape shape = storesTo(k.body, w);
+  if (!shape.stores || !shape.single) return false;
   std::vector<const kir::Stmt*> stmts;
   collectStmts(k.body, stmts);
-  const kir::Stmt* theStore = nullptr;
-  size_t loadsOfR = 0;
+  size_t loadsOfR = 0, atWriteIndex = 0;
   for (const kir::Stmt* s : stmts) {
-    if (s->kind == kir::StmtKind::Store && s->buffer == w) {
-      if (theStore) return false;
-      theStore = s;
-    }
     std::vector<const kir::Expr*> loads;
     for (const auto& a : s->args) collectLoads(a, r, loads);
     loadsOfR += loads.size();
+    if (s->kind != kir::StmtKind::Store || s->buffer != w) continue;
+    std::vector<const kir::Expr*> inValue;
+    collectLoads(s->args[1], r, inValue);
+    for (const kir::Expr* l : inValue)
+      if (sameExpr(l->args[0], s->args[0])) ++atWriteIndex;
   }
-  if (!theStore) return false;
-  std::vector<const kir::Expr*> inValue, inIndex;
-  collectLoads(theStore->args[1], r, inValue);
-  collectLoads(theStore->args[0], r, inIndex);
-  if (!inIndex.empty() || inValue.size() != loadsOfR) return false;
-  for (const kir::Expr* l : inValue)
-    if (!sameExpr(l->args[0], theStore->args[0])) return false;
-  return true;
+  return loadsOfR == atWriteIndex;
 }
 
 // A kernel's structure without its names: two kernels with equal keys compute the same

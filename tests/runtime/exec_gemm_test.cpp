@@ -1,0 +1,132 @@
+// matmul through an Executable (GEMM launches) against the interpreter and, for shapes the
+// interpreter would take too long on, against float64 dot products at sampled entries.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "ir/builder.h"
+#include "runtime/executable.h"
+#include "tests/runtime/exec_test_util.h"
+
+namespace tgc {
+namespace {
+
+struct MatMulCase {
+  Shape a, b;
+  bool ta = false, tb = false;
+  DType dtype = DType::f32;
+};
+
+std::unique_ptr<Graph> matmulGraph(const MatMulCase& c) {
+  auto g = std::make_unique<Graph>("mm");
+  Builder b(*g);
+  Value* x = b.input("a", TensorType{c.dtype, c.a});
+  Value* y = b.input("b", TensorType{c.dtype, c.b});
+  g->setOutputs({b.matmul(x, y, c.ta, c.tb, "c")});
+  return g;
+}
+
+std::string describe(const MatMulCase& c) {
+  return fmt::format("{} {}{} x {}{}", dtypeName(c.dtype), shapeStr(c.a), c.ta ? "^T" : "",
+                     shapeStr(c.b), c.tb ? "^T" : "");
+}
+
+void expectMatchesInterpreter(const MatMulCase& c) {
+  SCOPED_TRACE(describe(c));
+  auto g = matmulGraph(c);
+  auto exe = runtime::Executable::compile(*g, testing::testExecOptions());
+  EXPECT_EQ(exe->stats().gemms, 1);
+  EXPECT_EQ(exe->stats().kernels, 0);
+  auto in = testing::randomInputs(*g, 11);
+  auto want = Interpreter().run(*g, in);
+  auto got = exe->run(in);
+  const double tol = c.dtype == DType::f32 ? 1e-5 : 1e-13;
+  EXPECT_TRUE(testing::allClose(got[0], want[0], tol, tol));
+}
+
+TEST(ExecGemm, TransposesMatchTheInterpreter) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Shape a = ta ? Shape{13, 7} : Shape{7, 13};
+      Shape b = tb ? Shape{9, 13} : Shape{13, 9};
+      expectMatchesInterpreter({a, b, ta, tb, DType::f32});
+      expectMatchesInterpreter({a, b, ta, tb, DType::f64});
+    }
+}
+
+TEST(ExecGemm, BatchDimsBroadcastLikeNumpy) {
+  // Equal batches, a matrix shared by the batch, size-1 dims on either side, rank
+  // mismatch, and the attention shapes [B, H, S, D] x [B, H, D, S].
+  expectMatchesInterpreter({{3, 5, 4}, {3, 4, 6}});
+  expectMatchesInterpreter({{3, 5, 4}, {4, 6}});
+  expectMatchesInterpreter({{5, 4}, {3, 4, 6}});
+  expectMatchesInterpreter({{2, 1, 5, 4}, {3, 4, 6}});
+  expectMatchesInterpreter({{2, 3, 5, 4}, {2, 1, 4, 6}, false, false, DType::f64});
+  expectMatchesInterpreter({{2, 1, 5, 4}, {1, 3, 6, 4}, false, true});
+  expectMatchesInterpreter({{2, 4, 9, 8}, {2, 4, 9, 8}, false, true});
+  expectMatchesInterpreter({{2, 4, 9, 8}, {2, 4, 9, 8}, true, false});
+  expectMatchesInterpreter({{1, 1, 3, 2}, {1, 2, 5}});
+}
+
+TEST(ExecGemm, IntegerMatmulIsAClearError) {
+  auto g = matmulGraph({{2, 3}, {3, 4}, false, false, DType::i32});
+  try {
+    runtime::Executable::compile(*g, testing::testExecOptions());
+    FAIL() << "compiled an i32 matmul";
+  } catch (const IRError& e) {
+    EXPECT_NE(std::string(e.what()).find("f32 and f64"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("matmul %c"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExecGemm, EmptyContractionGivesZeros) {
+  auto g = matmulGraph({{3, 0}, {0, 4}});
+  auto exe = runtime::Executable::compile(*g, testing::testExecOptions());
+  auto got = exe->run(testing::randomInputs(*g, 1));
+  for (int64_t i = 0; i < got[0].numel(); ++i) EXPECT_EQ(got[0].getF(i), 0.0);
+}
+
+// m x n x k from 1x1x1 to 1024x2048x512 (odd sizes, remainders of every tile size), checked
+// at sampled entries of C against float64 dot products of the inputs.
+TEST(ExecGemm, ShapeSweepAgainstSampledDotProducts) {
+  struct Mnk {
+    int64_t m, n, k;
+  };
+  const std::vector<Mnk> shapes{{1, 1, 1},     {1, 7, 3},     {5, 1, 9},      {2, 3, 1},
+                                {17, 33, 65},  {64, 64, 64},  {127, 129, 31}, {6, 17, 300},
+                                {257, 16, 75}, {256, 512, 128}, {1024, 2048, 512}};
+  std::mt19937_64 rng(3);
+  for (const Mnk& s : shapes)
+    for (int variant = 0; variant < 2; ++variant) {
+      const bool ta = variant == 1 && s.m > 1, tb = variant == 1;
+      MatMulCase c{ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, tb ? Shape{s.n, s.k} : Shape{s.k, s.n},
+                   ta, tb, DType::f32};
+      SCOPED_TRACE(describe(c));
+      auto g = matmulGraph(c);
+      auto exe = runtime::Executable::compile(*g, testing::testExecOptions());
+      auto in = testing::randomInputs(*g, 100 + static_cast<uint64_t>(s.m));
+      const Tensor &a = in.at("a"), &b = in.at("b");
+      const float* pa = a.as<float>();
+      const float* pb = b.as<float>();
+      Tensor got = exe->run(in)[0];
+      const int64_t samples = std::min<int64_t>(s.m * s.n, 400);
+      for (int64_t t = 0; t < samples; ++t) {
+        const int64_t idx = s.m * s.n <= 400 ? t : static_cast<int64_t>(rng() % (s.m * s.n));
+        const int64_t i = idx / s.n, j = idx % s.n;
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < s.k; ++p) {
+          double x = pa[ta ? p * s.m + i : i * s.k + p], y = pb[tb ? j * s.k + p : p * s.n + j];
+          want += x * y;
+          mag += std::fabs(x * y);
+        }
+        // f32 accumulation: error grows with k and the size of the terms.
+        ASSERT_NEAR(got.getF(idx), want, 1e-6 * (1 + mag) * std::sqrt(static_cast<double>(s.k)))
+            << "C[" << i << "," << j << "]";
+      }
+    }
+}
+
+}  // namespace
+}  // namespace tgc

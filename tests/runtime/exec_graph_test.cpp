@@ -1,0 +1,179 @@
+// Executables of graphs with generated kernels: results against the interpreter (serial and
+// thread-split launches, poisoned freed memory), the stateful mode that updates parameters
+// in place, and the kernel cache.
+#include <gtest/gtest.h>
+
+#include "ir/parser.h"
+#include "runtime/executable.h"
+#include "runtime/param_store.h"
+#include "tests/runtime/exec_test_util.h"
+
+namespace tgc {
+namespace {
+
+using runtime::Executable;
+
+void expectMatches(const Graph& g, runtime::ExecOptions opts, double tol = 1e-5) {
+  auto exe = Executable::compile(g, opts);
+  auto in = testing::randomInputs(g, 21);
+  auto want = Interpreter().run(g, in);
+  for (int rep = 0; rep < 2; ++rep) {  // a second run reuses the arena
+    auto got = exe->run(in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(testing::allClose(got[i], want[i], tol, tol))
+          << "output " << g.outputs()[i]->name() << ", run " << rep;
+  }
+}
+
+// Big enough that the elementwise and row kernels are split over the threads.
+constexpr const char* kMlp = R"(graph @mlp {
+  %x = input() : f32[256,96]
+  %w1 = input() : f32[96,160]
+  %b1 = input() : f32[160]
+  %w2 = input() : f32[160,33]
+  %h = matmul(%x, %w1) : f32[256,160]
+  %hb = add(%h, %b1) : f32[256,160]
+  %r = relu(%hb) : f32[256,160]
+  %o = matmul(%r, %w2) : f32[256,33]
+  %p = softmax(%o) : f32[256,33]
+  %flat = reshape(%p) {shape=[8448]} : f32[8448]
+  %s = reduce_sum(%flat) {axes=[0]} : f32[]
+  return %p, %s, %x
+}
+)";
+
+TEST(ExecGraph, MlpMatchesTheInterpreter) {
+  auto g = parseGraph(kMlp);
+  expectMatches(*g, testing::testExecOptions());
+}
+
+TEST(ExecGraph, MlpMatchesOnOneThreadAndWithPoisonedFreedMemory) {
+  auto g = parseGraph(kMlp);
+  auto opts = testing::testExecOptions();
+  opts.numThreads = 1;
+  expectMatches(*g, opts);
+  opts.numThreads = 3;  // more threads than cores: uneven chunks
+  opts.poisonFreed = true;
+  expectMatches(*g, opts);
+}
+
+TEST(ExecGraph, IdenticalKernelsAreCompiledOnce) {
+  auto g = parseGraph(R"(graph @rep {
+  %x = input() : f32[7,9]
+  %a = exp(%x) : f32[7,9]
+  %b = exp(%a) : f32[7,9]
+  %c = exp(%b) : f32[7,9]
+  %d = tanh(%c) : f32[7,9]
+  return %d
+}
+)");
+  auto exe = Executable::compile(*g, testing::testExecOptions());
+  EXPECT_EQ(exe->stats().kernels, 4);
+  EXPECT_EQ(exe->stats().distinctKernels, 2);
+  auto names = exe->launchNames();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 4u) << "names not unique";
+  expectMatches(*g, testing::testExecOptions());
+}
+
+TEST(ExecGraph, MissingAndMistypedInputsAreErrors) {
+  auto g = parseGraph(kMlp);
+  auto exe = Executable::compile(*g, testing::testExecOptions());
+  auto in = testing::randomInputs(*g, 1);
+  in.erase("w2");
+  EXPECT_THROW(exe->run(in), std::invalid_argument);
+  in = testing::randomInputs(*g, 1);
+  in.insert_or_assign("b1", Tensor(TensorType{DType::f32, {161}}));
+  EXPECT_THROW(exe->run(in), std::invalid_argument);
+}
+
+// ---- the stateful mode --------------------------------------------------------------------
+
+// An optimizer-like step: new.p = p - 0.1 * m' reads p element by element in the launch
+// that writes it (in place, no copy); new.m is written after m's last reader (in place);
+// q still reads p after new.q is computed, so new.q is copied back at the end.
+constexpr const char* kStep = R"(graph @step {
+  %p = input() {role="param"} : f32[300,7]
+  %m = input() {role="state"} : f32[300,7]
+  %q = input() {role="param"} : f32[5]
+  %g = input() : f32[300,7]
+  %c9 = constant() {value=[0.9]} : f32[]
+  %c1 = constant() {value=[0.1]} : f32[]
+  %mm = mul(%m, %c9) : f32[300,7]
+  %gg = mul(%g, %c1) : f32[300,7]
+  %new.m = add(%mm, %gg) : f32[300,7]
+  %u = mul(%new.m, %c1) : f32[300,7]
+  %new.p = sub(%p, %u) : f32[300,7]
+  %new.q = mul(%q, %c9) : f32[5]
+  %qq = add(%q, %new.q) : f32[5]
+  %loss = reduce_sum(%qq) {axes=[0]} : f32[]
+  return %loss, %new.p, %new.m, %new.q
+}
+)";
+
+TEST(ExecState, UpdatesInPlaceOverTwoStepsLikeTheInterpreter) {
+  auto g = parseGraph(kStep);
+  for (bool poison : {false, true}) {
+    SCOPED_TRACE(poison ? "poisoned" : "plain");
+    auto opts = testing::testExecOptions();
+    opts.updateInPlace = true;
+    opts.poisonFreed = poison;
+    auto exe = Executable::compile(*g, opts);
+    EXPECT_EQ(exe->stateNames(), (std::vector<std::string>{"p", "m", "q"}));
+    EXPECT_EQ(exe->stats().stateInPlace, 2);
+    EXPECT_EQ(exe->stats().stateCopies, 1);
+
+    auto ref = testing::randomInputs(*g, 8);
+    runtime::ParamStore store;
+    for (const char* name : {"p", "m", "q"}) store.set(name, ref.at(name));
+    const void* pData = store.at("p").data();
+    const std::map<std::string, Tensor> batch{{"g", ref.at("g")}};
+    for (int step = 0; step < 2; ++step) {
+      auto want = Interpreter().run(*g, ref);
+      auto got = exe->runStep(store, batch);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(testing::allClose(got.at("loss"), want[0], 1e-5, 1e-5)) << "step " << step;
+      EXPECT_TRUE(testing::allClose(store.at("p"), want[1], 1e-6, 1e-6)) << "step " << step;
+      EXPECT_TRUE(testing::allClose(store.at("m"), want[2], 1e-6, 1e-6)) << "step " << step;
+      EXPECT_TRUE(testing::allClose(store.at("q"), want[3], 1e-6, 1e-6)) << "step " << step;
+      ref.insert_or_assign("p", want[1]);
+      ref.insert_or_assign("m", want[2]);
+      ref.insert_or_assign("q", want[3]);
+    }
+    EXPECT_EQ(store.at("p").data(), pData) << "the store's tensor was replaced, not updated";
+  }
+}
+
+TEST(ExecState, PlainRunIsRefusedForAStatefulExecutable) {
+  auto g = parseGraph(kStep);
+  auto opts = testing::testExecOptions();
+  opts.updateInPlace = true;
+  auto exe = Executable::compile(*g, opts);
+  EXPECT_THROW(exe->run(testing::randomInputs(*g, 1)), std::logic_error);
+  runtime::ParamStore empty;
+  EXPECT_THROW(exe->runStep(empty, {}), std::invalid_argument);
+}
+
+// ---- the kernel cache ---------------------------------------------------------------------
+
+TEST(ExecCache, SecondCompileLoadsEveryKernelAndNoCacheLoadsNone) {
+  auto g = parseGraph(kMlp);
+  testing::ScratchDir dir("exec-cache");
+  runtime::ExecOptions opts;
+  opts.cacheDir = dir.str();
+  auto first = Executable::compile(*g, opts);
+  EXPECT_GT(first->stats().distinctKernels, 0);
+  EXPECT_EQ(first->stats().cacheHits, 0);
+  auto second = Executable::compile(*g, opts);
+  EXPECT_EQ(second->stats().jitCompiles, second->stats().distinctKernels);
+  EXPECT_EQ(second->stats().cacheHits, second->stats().distinctKernels);
+  opts.useCache = false;
+  auto third = Executable::compile(*g, opts);
+  EXPECT_EQ(third->stats().cacheHits, 0);
+  auto in = testing::randomInputs(*g, 2);
+  auto a = second->run(in), b = third->run(in);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].bitwiseEqual(b[i]));
+}
+
+}  // namespace
+}  // namespace tgc
