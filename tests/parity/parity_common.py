@@ -192,8 +192,14 @@ class TorchTransformer:
     self-attention; label-smoothed cross-entropy (eps/V on every class, as PyTorch) averaged
     over non-pad targets. p is a dict of tensors named like the graph's parameters."""
 
-    def __init__(self, cfg, p, tie_output=False):
-        self.cfg, self.p, self.tie = cfg, p, tie_output
+    def __init__(self, cfg, p, tie_output=False, p_drop=0.0):
+        self.cfg, self.p, self.tie, self.p_drop = cfg, p, tie_output, p_drop
+
+    def dropout(self, x):
+        """Residual and embedding dropout where the paper (and the .tg) puts it; the parity
+        tests run without it, the benchmark with it."""
+        import torch.nn.functional as F
+        return F.dropout(x, self.p_drop, training=True) if self.p_drop > 0 else x
 
     def linear(self, x, name, bias=True):
         y = x @ self.p[name + ".weight"]
@@ -204,8 +210,18 @@ class TorchTransformer:
         return F.layer_norm(x, x.shape[-1:], self.p[name + ".gamma"], self.p[name + ".beta"],
                             eps=self.cfg["ln_eps"])
 
+    _tables = {}
+
+    @classmethod
+    def sinusoids(cls, length, d, dtype):
+        """The positional table, computed once per shape (tgc holds it as a constant)."""
+        key = (length, d, dtype)
+        if key not in cls._tables:
+            cls._tables[key] = cls._sinusoids(length, d, dtype)
+        return cls._tables[key]
+
     @staticmethod
-    def sinusoids(length, d, dtype):
+    def _sinusoids(length, d, dtype):
         import torch
         pos = torch.arange(length, dtype=torch.float64)[:, None]
         i2 = torch.arange(0, d, 2, dtype=torch.float64)
@@ -220,7 +236,7 @@ class TorchTransformer:
         w = self.p[table + ".weight"]
         e = F.embedding(ids, w) * (ids != self.cfg["pad"]).to(w.dtype)[..., None]
         e = e * math.sqrt(self.cfg["d_model"])
-        return e + self.sinusoids(ids.shape[1], w.shape[1], w.dtype)
+        return self.dropout(e + self.sinusoids(ids.shape[1], w.shape[1], w.dtype))
 
     def attention(self, name, q_in, kv_in, mask):
         import torch
@@ -246,8 +262,9 @@ class TorchTransformer:
         x = self.embed("src_embed", src)
         for i in range(self.cfg["n_enc"]):
             n = f"encoder.layers.{i}"
-            x = self.layer_norm(x + self.attention(n + ".self_attn", x, x, src_mask), n + ".norm1")
-            x = self.layer_norm(x + self.ffn(n + ".ffn", x), n + ".norm2")
+            x = self.layer_norm(x + self.dropout(self.attention(n + ".self_attn", x, x, src_mask)),
+                                n + ".norm1")
+            x = self.layer_norm(x + self.dropout(self.ffn(n + ".ffn", x)), n + ".norm2")
         return x
 
     def decode(self, tgt, memory, src):
@@ -259,10 +276,11 @@ class TorchTransformer:
         x = self.embed("tgt_embed", tgt)
         for i in range(self.cfg["n_dec"]):
             n = f"decoder.layers.{i}"
-            x = self.layer_norm(x + self.attention(n + ".self_attn", x, x, self_mask), n + ".norm1")
-            x = self.layer_norm(x + self.attention(n + ".cross_attn", x, memory, mem_mask),
-                                n + ".norm2")
-            x = self.layer_norm(x + self.ffn(n + ".ffn", x), n + ".norm3")
+            x = self.layer_norm(x + self.dropout(self.attention(n + ".self_attn", x, x, self_mask)),
+                                n + ".norm1")
+            x = self.layer_norm(x + self.dropout(self.attention(n + ".cross_attn", x, memory,
+                                                                mem_mask)), n + ".norm2")
+            x = self.layer_norm(x + self.dropout(self.ffn(n + ".ffn", x)), n + ".norm3")
         return x
 
     def generate(self, x):
