@@ -154,10 +154,11 @@ LoweredKernel lowerGroup(const std::vector<const Node*>& group) {
       case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
       case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
       case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
-      case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
-      case OpKind::Gather:
+      case OpKind::Broadcast: case OpKind::Slice: case OpKind::Gather:
         lower::lowerPointwise(c);
         break;
+      case OpKind::Transpose: lower::lowerTranspose(c); break;
+      case OpKind::Concat: lower::lowerConcat(c); break;
       case OpKind::ReduceSum:
       case OpKind::ReduceMax:
       case OpKind::ReduceMean: lower::lowerReduce(c); break;

@@ -13,11 +13,11 @@ kir::StmtP forLoop(Ctx& c, const std::string& name, int64_t extent, kir::LoopKin
 }
 
 Stmts blockLoop(Ctx& c, ExprP blk, int64_t bs, int64_t total, kir::LoopKind kind,
-                const std::function<Stmts(ExprP)>& body) {
+                const std::function<Stmts(ExprP)>& body, const std::string& name) {
   int64_t nb = (total + bs - 1) / bs;
   int64_t rem = total - (nb - 1) * bs;
   auto make = [&](int64_t extent) {
-    return forLoop(c, "j", extent, kind, [&](ExprP j) {
+    return forLoop(c, name, extent, kind, [&](ExprP j) {
       c.newBody();
       return body(kir::add(kir::mul(blk, bs), j));
     });
@@ -42,11 +42,15 @@ void parallelNest(Ctx& c, const Shape& shape, kir::LoopKind inner, int64_t opsPe
   size_t lead = 0;
   int64_t par = 1;
   while (lead + 1 < r && par < kTargetParallel) par *= shape[lead++];
-  // Still too little: cut the last dim into blocks (of at least 256, a multiple of 8).
+  // Still too little: cut the last dim into blocks, each worth at least ~2k operations (a
+  // multiple of 8 elements when the innermost loop is vectorized).
   int64_t last = shape[r - 1], bs = last, nb = 1;
-  if (par < kTargetParallel && last >= 512) {
+  int64_t minBlock = std::max<int64_t>(1, 2048 / std::max<int64_t>(opsPerElement, 1));
+  if (inner == kir::LoopKind::Vector) minBlock = (minBlock + 7) / 8 * 8;
+  if (par < kTargetParallel && last >= 2 * minBlock) {
     int64_t want = (kTargetParallel + par - 1) / par;
-    bs = std::max<int64_t>(256, ((last + want - 1) / want + 7) / 8 * 8);
+    bs = std::max<int64_t>(minBlock, (last + want - 1) / want);
+    if (inner == kir::LoopKind::Vector) bs = (bs + 7) / 8 * 8;
     nb = (last + bs - 1) / bs;
     if (nb <= 1) bs = last, nb = 1;
   }
@@ -66,10 +70,13 @@ void parallelNest(Ctx& c, const Shape& shape, kir::LoopKind inner, int64_t opsPe
   // Loops over dims lead..r-1, built from the inside out.
   std::function<Stmts(size_t)> level = [&](size_t d) -> Stmts {
     if (d + 1 == r)
-      return blockLoop(c, blk, bs, last, inner, [&](ExprP j) {
-        idx[d] = j;
-        return body(idx);
-      });
+      return blockLoop(
+          c, blk, bs, last, inner,
+          [&](ExprP j) {
+            idx[d] = j;
+            return body(idx);
+          },
+          fmt::format("i{}", d));
     return {forLoop(c, fmt::format("i{}", d), shape[d], kir::LoopKind::Serial, [&](ExprP v) {
       idx[d] = v;
       return level(d + 1);

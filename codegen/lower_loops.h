@@ -22,7 +22,7 @@ void parallelNest(Ctx& c, const Shape& shape, kir::LoopKind inner, int64_t opsPe
 // body(j) gets the index j in [0, total); the last block may be shorter, so it gets its
 // own loop (trip counts are constants).
 Stmts blockLoop(Ctx& c, ExprP blk, int64_t bs, int64_t total, kir::LoopKind kind,
-                const std::function<Stmts(ExprP)>& body);
+                const std::function<Stmts(ExprP)>& body, const std::string& name = "j");
 
 // A plain loop of `extent` over a fresh variable named `name`; body(var) its statements.
 kir::StmtP forLoop(Ctx& c, const std::string& name, int64_t extent, kir::LoopKind kind,

@@ -9,6 +9,9 @@ namespace tgc::codegen::lower {
 // Elementwise, layout (transpose, broadcast, slice, concat, gather), iota, philox_uniform:
 // one store per output element, parallel over the leading dims, vectorized over the last.
 void lowerPointwise(Ctx& c);
+// transpose: tiled when the contiguous dim moves; concat: a copy per operand and row.
+void lowerTranspose(Ctx& c);
+void lowerConcat(Ctx& c);
 // reduce_sum / reduce_max / reduce_mean over any axes.
 void lowerReduce(Ctx& c);
 // softmax / log_softmax along any axis: one row per parallel iteration.

@@ -239,6 +239,12 @@ Cases casesFor(OpKind op) {
       cs.push_back(one(op, {ty(DType::f32, {33, 130})}, kExact, {{"perm", std::vector<int64_t>{1, 0}}}));
       cs.push_back(one(op, {ty(DType::bf16, {2, 7, 3, 9})}, kExact,
                        {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}));
+      // Size-1 dims, and input dims that stay adjacent (collapsed before tiling).
+      cs.push_back(one(op, {ty(DType::f32, {3, 1, 9, 17})}, kExact,
+                       {{"perm", std::vector<int64_t>{3, 1, 0, 2}}}));
+      cs.push_back(one(op, {ty(DType::f64, {2, 3, 7, 130})}, kExact,
+                       {{"perm", std::vector<int64_t>{3, 0, 1, 2}}}));
+      cs.push_back(one(op, {ty(DType::i64, {1, 1})}, kExact, {{"perm", std::vector<int64_t>{1, 0}}}));
       return cs;
     }
     case OpKind::Broadcast: {
@@ -270,6 +276,10 @@ Cases casesFor(OpKind op) {
         cs.push_back(one(op, {ty(dt, {9, 17}), ty(dt, {33, 17})}, kExact, {{"axis", int64_t{0}}}));
         cs.push_back(one(op, {ty(dt, {7})}, kExact, {{"axis", int64_t{0}}}));
         cs.push_back(one(op, {ty(dt, {3, 0}), ty(dt, {3, 130})}, kExact, {{"axis", int64_t{-1}}}));
+        // Enough rows for one contiguous copy per operand and row.
+        cs.push_back(one(op, {ty(dt, {33, 2, 5}), ty(dt, {33, 7, 5})}, kExact, {{"axis", int64_t{1}}}));
+        cs.push_back(one(op, {ty(dt, {40, 3}), ty(dt, {40, 0}), ty(dt, {40, 9})}, kExact,
+                         {{"axis", int64_t{-1}}}));
       }
       return cs;
     }
