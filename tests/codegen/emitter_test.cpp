@@ -695,6 +695,24 @@ TEST(EmitterIR, ExpLoopVectorizesAndDumps) {
   }
 }
 
+// Code for an AVX-512 CPU (generated, not run, on any x86-64 host): 16-lane f32 vectors in
+// zmm registers.
+TEST(EmitterIR, Avx512Target) {
+  TargetSpec t = TargetSpec::host();
+  if (t.triple.rfind("x86_64", 0) != 0) GTEST_SKIP() << "not an x86-64 host";
+  t.cpu = "skylake-avx512";
+  t.features = "+avx,+avx2,+fma,+f16c,+avx512f,+avx512vl,+avx512bw,+avx512dq";
+  ASSERT_EQ(t.vectorBits(), 512);
+  Kernel k;
+  k.name = "zexp";
+  int xb = k.addBuffer("x", DType::f32, 4096, Access::Read);
+  int yb = k.addBuffer("y", DType::f32, 4096, Access::Write);
+  int i = k.addVar("i", DType::i64);
+  k.body = {loop(i, 4096, {store(yb, varRef(k, i), unary(UnaryOp::Exp, load(k, xb, varRef(k, i))))}, LoopKind::Vector)};
+  EXPECT_NE(kernelLLVMIR(k, t).find("<16 x float>"), std::string::npos);
+  EXPECT_NE(kernelAssembly(k, t).find("zmm"), std::string::npos);
+}
+
 TEST(EmitterIR, RejectsBadKernelsAndDuplicateNames) {
   Kernel k;
   k.name = "bad";
