@@ -52,10 +52,14 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-TokenizerKind tokenizerOf(Language lang) {
+// Chinese as characters; English as the options say, but words where a SentencePiece model
+// is still to be trained (corpusData retokenizes).
+TokenizerKind tokenizerOf(Language lang, const CorpusOptions& o) {
   switch (lang) {
     case Language::zh: return TokenizerKind::chars;
-    case Language::en: return TokenizerKind::words;
+    case Language::en:
+      return o.englishTokenizer == TokenizerKind::chars ? TokenizerKind::chars
+                                                         : TokenizerKind::words;
   }
   return TokenizerKind::words;
 }
@@ -113,7 +117,7 @@ std::vector<SentencePair> readAlignedCorpus(const std::string& enPath, const std
 }
 
 Vocab emptyVocab(Language lang, const CorpusOptions& o) {
-  return Vocab(tokenizerOf(lang), lang == Language::en && o.lowercaseEnglish);
+  return Vocab(tokenizerOf(lang, o), lang == Language::en && o.lowercaseEnglish);
 }
 
 PreparedCorpus prepareCorpus(const std::vector<SentencePair>& pairs, const CorpusOptions& o) {

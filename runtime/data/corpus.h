@@ -34,6 +34,10 @@ std::vector<SentencePair> parseTsvCorpus(std::string_view text, std::string_view
 struct CorpusOptions {
   Language source = Language::zh;  // translate from this language into the other
   bool lowercaseEnglish = true;
+  // English as words, characters, or SentencePiece subwords (corpusData trains the model on
+  // the training split's English; prepareCorpus itself splits words then).
+  TokenizerKind englishTokenizer = TokenizerKind::words;
+  int64_t sentencePieceVocab = 8000;
   int64_t maxSourceTokens = 64;  // longer pairs are dropped
   int64_t maxTargetTokens = 64;
   double validFraction = 0.05;

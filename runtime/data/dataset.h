@@ -30,6 +30,8 @@ struct CorpusVocabOptions {
 };
 
 // A corpus read by readTsvCorpus or readAlignedCorpus; vocabularies from its training split.
+// With options.englishTokenizer == sentencepiece the English side is retokenized into the
+// subwords of a model trained on the training split, and length-filtered again.
 TranslationData corpusData(const std::vector<SentencePair>& pairs, const CorpusOptions& options,
                            const CorpusVocabOptions& vocab = {});
 

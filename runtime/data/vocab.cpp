@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
 #include "runtime/data/error.h"
+#include "runtime/data/sentencepiece.h"
 #include "runtime/data/text.h"
 
 namespace tgc::data {
@@ -25,8 +27,53 @@ const char* kindName(TokenizerKind k) {
   switch (k) {
     case TokenizerKind::chars: return "chars";
     case TokenizerKind::words: return "words";
+    case TokenizerKind::sentencepiece: return "sentencepiece";
   }
   return "?";
+}
+
+constexpr std::string_view kBase64 =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+// Strict: whole groups of four, padding only at the end.
+std::optional<std::string> base64Decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    uint32_t v = 0;
+    int pad = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      const char c = text[i + k];
+      if (c == '=' && i + 4 == text.size() && k >= 2) {
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      const size_t d = kBase64.find(c);
+      if (d == std::string_view::npos || pad > 0) return std::nullopt;
+      v = (v << 6) | static_cast<uint32_t>(d);
+    }
+    out += static_cast<char>((v >> 16) & 0xFF);
+    if (pad < 2) out += static_cast<char>((v >> 8) & 0xFF);
+    if (pad < 1) out += static_cast<char>(v & 0xFF);
+  }
+  return out;
 }
 
 [[noreturn]] void invalid(std::string_view source, std::string_view why) {
@@ -36,8 +83,35 @@ const char* kindName(TokenizerKind k) {
 }  // namespace
 
 Vocab::Vocab(TokenizerKind kind, bool lowercase) : kind_(kind), lowercase_(lowercase) {
+  if (kind == TokenizerKind::sentencepiece)
+    throw std::invalid_argument("a SentencePiece vocabulary comes from trainSentencePiece");
   for (const char* s : kSpecials) add(s);
 }
+
+bool Vocab::sentencePieceAvailable() { return spm::available(); }
+
+Vocab Vocab::trainSentencePiece(const std::vector<std::string>& texts, bool lowercase,
+                                int64_t vocabSize) {
+  if (vocabSize <= kNumSpecial)
+    throw std::invalid_argument("a SentencePiece vocabulary needs more than the 4 specials");
+  Vocab v(TokenizerKind::words, lowercase);
+  std::vector<std::string> sentences;
+  sentences.reserve(texts.size());
+  for (const auto& t : texts) sentences.push_back(v.normalized(t));
+  v.kind_ = TokenizerKind::sentencepiece;
+  v.spm_ = spm::train(sentences, vocabSize);
+  v.tokens_.clear();
+  v.ids_.clear();
+  for (auto& p : spm::pieces(*v.spm_)) v.add(std::move(p));
+  return v;
+}
+
+std::string Vocab::normalized(std::string_view text) const {
+  std::string s = normalizeText(text);
+  return lowercase_ ? asciiLower(s) : s;
+}
+
+std::string Vocab::modelBytes() const { return spm_ ? spm::serialized(*spm_) : std::string(); }
 
 void Vocab::add(std::string token) {
   ids_.emplace(token, size());
@@ -47,6 +121,8 @@ void Vocab::add(std::string token) {
 Vocab Vocab::build(TokenizerKind kind, bool lowercase,
                    const std::vector<std::vector<std::string>>& sentences, int64_t minCount,
                    int64_t maxSize) {
+  if (kind == TokenizerKind::sentencepiece)
+    throw std::invalid_argument("a SentencePiece vocabulary comes from trainSentencePiece");
   std::map<std::string, int64_t> counts;
   for (const auto& s : sentences)
     for (const auto& t : s) ++counts[t];
@@ -76,11 +152,11 @@ int64_t Vocab::id(std::string_view token) const {
 }
 
 std::vector<std::string> Vocab::tokenize(std::string_view text) const {
-  std::string s = normalizeText(text);
-  if (lowercase_) s = asciiLower(s);
+  const std::string s = normalized(text);
   switch (kind_) {
     case TokenizerKind::chars: return tokenizeChars(s);
     case TokenizerKind::words: return tokenizeWords(s);
+    case TokenizerKind::sentencepiece: return spm::encode(*spm_, s);
   }
   return {};
 }
@@ -107,6 +183,7 @@ std::string Vocab::decode(std::span<const int64_t> ids) const {
   switch (kind_) {
     case TokenizerKind::chars: return detokenizeChars(tokens);
     case TokenizerKind::words: return detokenizeWords(tokens);
+    case TokenizerKind::sentencepiece: return spm::decode(*spm_, tokens);
   }
   return {};
 }
@@ -117,6 +194,7 @@ std::string Vocab::toJson() const {
             {"tokenizer", kindName(kind_)},
             {"lowercase", lowercase_},
             {"tokens", tokens_}};
+  if (spm_) j["model"] = base64Encode(spm::serialized(*spm_));
   return j.dump(1) + "\n";
 }
 
@@ -146,8 +224,11 @@ Vocab Vocab::fromJson(std::string_view text, std::string_view source) {
     k = TokenizerKind::chars;
   else if (kind == "words")
     k = TokenizerKind::words;
+  else if (kind == "sentencepiece")
+    k = TokenizerKind::sentencepiece;
   else
-    invalid(source, fmt::format("unknown \"tokenizer\" {} (chars or words)", kind.dump()));
+    invalid(source,
+            fmt::format("unknown \"tokenizer\" {} (chars, words or sentencepiece)", kind.dump()));
   const json& lower = field("lowercase");
   if (!lower.is_boolean()) invalid(source, "\"lowercase\" is not true or false");
   const json& tokens = field("tokens");
@@ -156,7 +237,8 @@ Vocab Vocab::fromJson(std::string_view text, std::string_view source) {
     invalid(source, fmt::format("{} tokens, fewer than the {} special ones", tokens.size(),
                                 Vocab::kNumSpecial));
 
-  Vocab v(k, lower.get<bool>());
+  Vocab v(TokenizerKind::words, lower.get<bool>());
+  v.kind_ = k;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const json& t = tokens[i];
     if (!t.is_string()) invalid(source, fmt::format("token {} is not a string", i));
@@ -170,6 +252,17 @@ Vocab Vocab::fromJson(std::string_view text, std::string_view source) {
     if (v.ids_.count(s))
       invalid(source, fmt::format("token {} (\"{}\") repeats id {}", i, s, v.ids_.at(s)));
     v.add(s);
+  }
+  if (k == TokenizerKind::sentencepiece) {
+    const json& model = field("model");
+    if (!model.is_string()) invalid(source, "\"model\" is not a string");
+    const auto bytes = base64Decode(model.get_ref<const std::string&>());
+    if (!bytes) invalid(source, "\"model\" is not base64");
+    v.spm_ = spm::load(*bytes, source);
+    if (spm::pieces(*v.spm_) != v.tokens_)
+      invalid(source, "\"tokens\" differ from the SentencePiece model's pieces");
+  } else if (j.contains("model")) {
+    invalid(source, fmt::format("a \"model\" in a {} vocabulary", kindName(k)));
   }
   return v;
 }

@@ -1,14 +1,17 @@
 // Vocabularies: how a language's text becomes token ids and back.
 //
-// A vocabulary carries its tokenizer (characters, or words with optional lowercasing), so a
-// checkpoint's vocabularies alone turn new input into ids exactly as in training. Ids 0..3
-// are the special tokens: pad = 0 (the model's padding index), bos, eos, unk.
-// Saved as JSON:
+// A vocabulary carries its tokenizer (characters, words, or a SentencePiece model trained on
+// the corpus; optional ASCII lowercasing), so a checkpoint's vocabularies alone turn new
+// input into ids exactly as in training. Ids 0..3 are the special tokens: pad = 0 (the
+// model's padding index), bos, eos, unk. Saved as JSON:
 //   {"format": "tgc-vocab", "version": 1, "tokenizer": "words", "lowercase": true,
 //    "tokens": ["<pad>", "<bos>", "<eos>", "<unk>", "the", ...]}
+// with, for "sentencepiece", "model": the serialized model in base64 (its pieces are the
+// tokens).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,14 +20,19 @@
 
 namespace tgc::data {
 
-enum class TokenizerKind { chars, words };
+enum class TokenizerKind { chars, words, sentencepiece };
+
+namespace spm {
+struct Model;
+}
 
 class Vocab {
  public:
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
   static constexpr int64_t kNumSpecial = 4;
 
-  // The special tokens only.
+  // The special tokens only (chars or words; a SentencePiece vocabulary comes from
+  // trainSentencePiece).
   explicit Vocab(TokenizerKind kind = TokenizerKind::words, bool lowercase = false);
 
   // From tokenized training text: tokens seen at least minCount times, most frequent first
@@ -32,6 +40,13 @@ class Vocab {
   static Vocab build(TokenizerKind kind, bool lowercase,
                      const std::vector<std::vector<std::string>>& sentences, int64_t minCount = 1,
                      int64_t maxSize = 0);
+
+  // A SentencePiece model of at most vocabSize pieces trained on the text (normalized and
+  // lowercased first, as tokenize does). Throws DataError when tgc was built without
+  // SentencePiece (sentencePieceAvailable()).
+  static Vocab trainSentencePiece(const std::vector<std::string>& texts, bool lowercase,
+                                  int64_t vocabSize);
+  static bool sentencePieceAvailable();
 
   TokenizerKind kind() const { return kind_; }
   bool lowercase() const { return lowercase_; }
@@ -56,16 +71,20 @@ class Vocab {
   static Vocab load(const std::string& path);
 
   friend bool operator==(const Vocab& a, const Vocab& b) {
-    return a.kind_ == b.kind_ && a.lowercase_ == b.lowercase_ && a.tokens_ == b.tokens_;
+    return a.kind_ == b.kind_ && a.lowercase_ == b.lowercase_ && a.tokens_ == b.tokens_ &&
+           a.modelBytes() == b.modelBytes();
   }
 
  private:
   void add(std::string token);
+  std::string normalized(std::string_view text) const;
+  std::string modelBytes() const;  // empty without a SentencePiece model
 
   TokenizerKind kind_;
   bool lowercase_;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int64_t> ids_;
+  std::shared_ptr<const spm::Model> spm_;
 };
 
 }  // namespace tgc::data
