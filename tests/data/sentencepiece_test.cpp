@@ -8,6 +8,7 @@
 
 #include "runtime/data/dataset.h"
 #include "runtime/data/error.h"
+#include "runtime/data/rng.h"
 #include "runtime/data/text.h"
 #include "runtime/data/vocab.h"
 
@@ -93,6 +94,31 @@ TEST(SentencePiece, JsonRoundTripAndCorruption) {
   j = good;
   j["tokenizer"] = "words";
   refused(j, "a \"model\" in a words vocabulary");
+}
+
+// Random damage to the model bytes is refused (or, when harmless, loads), never a crash.
+TEST(SentencePiece, MutatedModels) {
+  REQUIRE_SENTENCEPIECE();
+  const Vocab v = Vocab::trainSentencePiece(englishNumbers(5, 500, 199999), false, 300);
+  const nlohmann::json good = nlohmann::json::parse(v.toJson());
+  const std::string model = good["model"];
+  Rng rng(3);
+  int refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    nlohmann::json j = good;
+    std::string m = model;
+    // Replace a whole base64 group so the text stays base64 but the bytes change.
+    const size_t at = static_cast<size_t>(rng.below(m.size() / 4 - 1)) * 4;
+    for (size_t k = 0; k < 4; ++k) m[at + k] = "ABCDabcd0123+/xy"[rng.below(16)];
+    j["model"] = m;
+    try {
+      Vocab::fromJson(j.dump(), "m.json");
+    } catch (const DataError&) {
+      ++refused;
+    }
+  }
+  std::cout << "[ mutated  ] SentencePiece models: " << refused << " of 300 refused\n";
+  EXPECT_GT(refused, 100);
 }
 
 // The real corpus with English subwords, where present.
