@@ -53,13 +53,15 @@ def threads():
 
 
 def run_measured(cmd, env):
-    """Runs cmd; returns (exit status, stderr, max RSS in bytes) of that one process."""
+    """Runs cmd; returns (exit status, stderr, max RSS in bytes, CPU seconds) of that one
+    process."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
-        return proc.returncode, err.read().decode(errors="replace"), usage.ru_maxrss * 1024
+        return (proc.returncode, err.read().decode(errors="replace"), usage.ru_maxrss * 1024,
+                usage.ru_utime + usage.ru_stime)
 
 
 # ---- tgc -----------------------------------------------------------------------------------
@@ -93,33 +95,40 @@ def tgc_base_rss(tgc, work):
     with open(path, "w") as f:
         f.write(NOOP)
     env = dict(os.environ, TGC_CACHE_DIR=os.path.join(work, "noop_cache"))
-    code, err, maxrss = run_measured([tgc, "run", path, "--backend", "cpu", "--random-inputs",
+    code, err, maxrss, _ = run_measured([tgc, "run", path, "--backend", "cpu", "--random-inputs",
                                       "1"], env)
     if code != 0:
         sys.exit(f"tgc run failed on a one-op graph:\n{err}")
     return maxrss
 
 
-def bench_tgc(tgc, preset, B, L, steps, work):
+def bench_tgc(tgc, preset, B, L, steps, work, clock):
     tir = os.path.join(work, f"{preset}_{B}x{L}.tir")
     graph_s = compile_step(tgc, tir, preset, B, L)
     cache = os.path.join(work, f"cache_{preset}_{B}x{L}")
     os.makedirs(cache)
     env = dict(os.environ, TGC_CACHE_DIR=cache, TGC_NUM_THREADS=str(threads()))
     figures = {"graph_s": graph_s}
-    for phase, repeat in (("cold", 1), ("cached", steps)):
+    # cold: an empty kernel cache; cached: the step times; once: one step, whose CPU time is
+    # subtracted from the cached run's to give the CPU time of steps - 1 steps.
+    phases = (("cold", 1), ("cached", steps)) + ((("once", 1),) if clock == "cpu" else ())
+    for phase, repeat in phases:
         timing = os.path.join(work, f"timing_{phase}.json")
         cmd = [tgc, "run", tir, "--backend", "cpu", "--random-inputs", "1", "--int-range",
                f"1,{COMMON['tgt_vocab']}", "--repeat", str(repeat), "--timing-json", timing]
-        code, err, maxrss = run_measured(cmd, env)
+        code, err, maxrss, cpu = run_measured(cmd, env)
         if code != 0:
             sys.exit(f"tgc run failed ({' '.join(cmd)}):\n{err}")
         with open(timing) as f:
             t = json.load(f)
         figures[phase + "_compile_s"] = t["compile_s"]
+        figures[phase + "_cpu_s"] = cpu
         if phase == "cached":
             figures.update(median_s=t["median_s"], arena_bytes=t["arena_bytes"], maxrss=maxrss,
                            runs=t["run_s"], threads=t["threads"])
+    if clock == "cpu":
+        figures["median_s"] = ((figures["cached_cpu_s"] - figures["once_cpu_s"]) /
+                               (steps - 1) / figures["threads"])
     shutil.rmtree(cache, ignore_errors=True)
     return figures, tir
 
@@ -176,19 +185,21 @@ def torch_worker(args):
     bench = TorchStep(cfg, pc.param_specs(args.tir), args.batch, args.len)
     bench.step(1)  # warm-up: allocator, Adam state
     times = []
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    scale = 1 if args.clock == "wall" else 1 / args.threads
     for s in range(2, args.steps + 2):
-        t0 = time.perf_counter()
+        t0 = clock()
         bench.step(s)
-        times.append(time.perf_counter() - t0)
+        times.append((clock() - t0) * scale)
     _, peak = rss_now()
     print(json.dumps({"median_s": statistics.median(times), "runs": times,
                       "rss_growth": peak - base_rss, "threads": torch.get_num_threads()}))
 
 
-def bench_torch(preset, B, L, steps, tir, toy_tir):
+def bench_torch(preset, B, L, steps, tir, toy_tir, clock):
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--preset", preset,
            "--batch", str(B), "--len", str(L), "--steps", str(steps), "--tir", tir,
-           "--toy-tir", toy_tir, "--threads", str(threads())]
+           "--toy-tir", toy_tir, "--threads", str(threads()), "--clock", clock]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"PyTorch worker failed:\n{r.stderr}")
@@ -214,6 +225,9 @@ def main():
     ap.add_argument("--presets", default="tiny,small,base")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="BxL list (batch x length)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per configuration")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall: median wall time per step; cpu: process CPU time per step "
+                    "divided by the thread count (for a machine other jobs are using)")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--preset"), ap.add_argument("--batch", type=int)
     ap.add_argument("--len", type=int), ap.add_argument("--tir"), ap.add_argument("--toy-tir")
@@ -223,8 +237,10 @@ def main():
         return torch_worker(args)
 
     torch_ok, why = have_torch()
+    if args.clock == "cpu" and args.steps < 2:
+        sys.exit("--clock cpu needs --steps 2 or more")
     print(f"train-step benchmark: {threads()} threads, {args.steps} timed steps per "
-          f"configuration, load average {os.getloadavg()[0]:.2f}")
+          f"configuration, {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
     if not torch_ok:
         print(f"PyTorch is not installed ({why}): tgc's figures only "
               "(pip install torch to compare)")
@@ -233,9 +249,10 @@ def main():
               f"{'tgc +RSS':>8} {'torch +RSS':>10}")
     with tempfile.TemporaryDirectory(prefix="tgc_train_bench_") as work:
         base_rss = tgc_base_rss(args.tgc, work)
-        print(f"times: median step (ms); compile (s): graph = tgc compile --train, cold/cached = "
-              f"kernels in tgc run;\nmemory (MiB): arena, max RSS of tgc run, and the growth "
-              f"over tgc's own {mib(base_rss):.0f} MiB / over PyTorch's after import")
+        what = "median wall time" if args.clock == "wall" else "CPU time / threads"
+        print(f"times (ms): {what} of a step; compile (s): graph = tgc compile --train, "
+              f"cold/cached = kernels in tgc run;\nmemory (MiB): arena, max RSS of tgc run, and "
+              f"the growth over tgc's own {mib(base_rss):.0f} MiB / over PyTorch's after import")
         print(header)
         print("-" * len(header))
         toy_tir = os.path.join(work, "toy.tir")
@@ -244,10 +261,10 @@ def main():
         for preset in args.presets.split(","):
             for shape in args.shapes.split(","):
                 B, L = (int(x) for x in shape.split("x"))
-                t, tir = bench_tgc(args.tgc, preset, B, L, args.steps, work)
+                t, tir = bench_tgc(args.tgc, preset, B, L, args.steps, work, args.clock)
                 row = (f"{preset:6} {shape:6} | {t['median_s'] * 1e3:8.1f} ")
                 if torch_ok:
-                    p = bench_torch(preset, B, L, args.steps, tir, toy_tir)
+                    p = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock)
                     row += (f"{p['median_s'] * 1e3:9.1f} {t['median_s'] / p['median_s']:9.2f} | ")
                 else:
                     row += f"{'-':>9} {'-':>9} | "

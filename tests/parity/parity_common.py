@@ -83,7 +83,8 @@ class Tgc:
         """tgc run on numpy inputs (by value name); returns the outputs as numpy arrays."""
         from safetensors.numpy import load_file, save_file
         base = os.path.splitext(os.path.basename(tir))[0]
-        in_path, out_path = self.path(base + ".in.safetensors"), self.path(base + ".out.safetensors")
+        in_path = self.path(base + ".in.safetensors")
+        out_path = self.path(base + ".out.safetensors")
         save_file({k: v for k, v in inputs.items()}, in_path)
         cmd = [self.exe, "run", tir, "--inputs", in_path, "--outputs", out_path]
         if self.has_backend_flag:

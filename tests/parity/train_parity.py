@@ -160,7 +160,8 @@ def main():
             moved / bound, 1.0, f"  (bound sum(lr) * (1 + wd * max|p|) = {bound:.4f})")
     moved_all = math.sqrt(sum(float(np.sum((state[n] - params[n]) ** 2.0)) for n in names))
     size = math.sqrt(sum(float(np.sum(params[n] ** 2.0)) for n in names))
-    print(f"  the three steps moved the parameters by ||p3 - p0|| / ||p0|| = {moved_all / size:.3f}")
+    print(f"  the three steps moved the parameters by ||p3 - p0|| / ||p0|| = "
+          f"{moved_all / size:.3f}")
     c.finish()
 
 
