@@ -35,8 +35,6 @@ class Rng {
   // Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-  uint64_t state() const { return state_; }
-
  private:
   uint64_t state_;
 };
