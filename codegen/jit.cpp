@@ -7,6 +7,7 @@
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectTransformLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -15,6 +16,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/Object/SymbolSize.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SHA256.h>
@@ -184,6 +186,60 @@ class Jit::DiskCache : public llvm::ObjectCache {
   std::string dir_;
 };
 
+// perf's map of JIT code: "<start> <size> <name>" lines in /tmp/perf-<pid>.map. Objects
+// are scanned for their functions (offsets and sizes) before they are linked; once a
+// global function of them has an address, every function of its section is placed
+// relative to it (the linker moves a section as a whole).
+class Jit::PerfMap {
+ public:
+  void scan(const llvm::MemoryBuffer& buffer) {
+    auto obj = llvm::object::ObjectFile::createObjectFile(buffer.getMemBufferRef());
+    if (!obj) {
+      llvm::consumeError(obj.takeError());
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& [sym, size] : llvm::object::computeSymbolSizes(**obj)) {
+      auto type = sym.getType();
+      auto name = sym.getName();
+      auto value = sym.getValue();
+      auto section = sym.getSection();
+      if (!type || !name || !value || !section) {
+        llvm::consumeError(type.takeError());
+        llvm::consumeError(name.takeError());
+        llvm::consumeError(value.takeError());
+        llvm::consumeError(section.takeError());
+        continue;
+      }
+      if (*type != llvm::object::SymbolRef::ST_Function || size == 0 || *section == (*obj)->section_end())
+        continue;
+      pending_.push_back({name->str(), *value, size, (*section)->getIndex()});
+    }
+  }
+
+  void flush(const std::string& anchor, uint64_t address) {
+    std::lock_guard lock(mutex_);
+    const Symbol* a = nullptr;
+    for (const Symbol& s : pending_)
+      if (s.name == anchor) a = &s;
+    if (a) {
+      std::ofstream out(fmt::format("/tmp/perf-{}.map", getpid()), std::ios::app);
+      for (const Symbol& s : pending_)
+        if (s.section == a->section)
+          out << fmt::format("{:x} {:x} {}\n", address - a->value + s.value, s.size, s.name);
+    }
+    pending_.clear();
+  }
+
+ private:
+  struct Symbol {
+    std::string name;
+    uint64_t value, size, section;
+  };
+  std::mutex mutex_;
+  std::vector<Symbol> pending_;
+};
+
 // ---- Jit --------------------------------------------------------------------------------
 
 Jit::Jit(JitOptions options) : options_(std::move(options)) {
@@ -211,6 +267,14 @@ Jit::Jit(JitOptions options) : options_(std::move(options)) {
               })
           .create(),
       "cannot create the LLVM JIT");
+  if (const char* v = std::getenv("TGC_PERF_MAP"); v && std::string_view(v) == "1") {
+    perfMap_ = std::make_unique<PerfMap>();
+    jit_->getObjTransformLayer().setTransform(
+        [map = perfMap_.get()](std::unique_ptr<llvm::MemoryBuffer> obj) -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+          map->scan(*obj);
+          return obj;
+        });
+  }
 }
 
 Jit::~Jit() = default;
@@ -345,7 +409,10 @@ void Jit::addModule(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::
     }
     check(jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx))), what);
   }
-  if (!anchor.empty()) (void)unwrap(jit_->lookup(anchor), what);
+  if (!anchor.empty()) {
+    auto addr = unwrap(jit_->lookup(anchor), what);
+    if (perfMap_) perfMap_->flush(anchor, addr.getValue());
+  }
 
   ++stats_.compiles;
   if (hit) ++stats_.cacheHits;

@@ -8,6 +8,9 @@
 // optimization, target triple, CPU name, CPU features, tgc and LLVM versions), in
 // $TGC_CACHE_DIR, else $XDG_CACHE_HOME/tgc, else ~/.cache/tgc. A hit skips both the
 // optimization pipeline and code generation. stats() says whether the last compile hit.
+//
+// With TGC_PERF_MAP=1 in the environment, every compiled function (kernels' internal
+// bodies included) is listed in /tmp/perf-<pid>.map, so `perf report` names them.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +103,7 @@ class Jit {
 
  private:
   class DiskCache;
+  class PerfMap;
 
   std::unique_ptr<llvm::TargetMachine> makeTargetMachine() const;
   void prepare(llvm::Module& module) const;
@@ -107,6 +111,7 @@ class Jit {
   JitOptions options_;
   std::string cacheDir_;
   std::unique_ptr<DiskCache> cache_;
+  std::unique_ptr<PerfMap> perfMap_;  // null unless TGC_PERF_MAP=1
   std::unique_ptr<llvm::TargetMachine> tm_;  // for optimize() and assembly()
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   mutable std::mutex mutex_;

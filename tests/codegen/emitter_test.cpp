@@ -17,9 +17,13 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "ir/tensor.h"
 
@@ -745,6 +749,24 @@ TEST(EmitterIR, SharedExpressionDag) {
   Tensor x = tensorOf(DType::f64, {1, -2, 0.5, 3}), y(x.type());
   run(fn, {&x, &y}, 0, 4);
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(y.getF(i), std::ldexp(x.getF(i), 60));
+}
+
+// TGC_PERF_MAP=1: the JIT lists the kernel's wrapper and body in perf's map file.
+TEST(EmitterIR, PerfMapNamesKernels) {
+  const std::string map = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+  std::error_code ec;
+  fs::remove(map, ec);
+  setenv("TGC_PERF_MAP", "1", 1);
+  Jit jit(noCache());
+  unsetenv("TGC_PERF_MAP");
+  Kernel k = rowKernel(16, LoopKind::Vector, 0);
+  k.name = "perf_mapped_rows";
+  compileKernels(jit, {&k});
+  std::ifstream in(map);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(" perf_mapped_rows\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" perf_mapped_rows.body\n"), std::string::npos) << text;
+  fs::remove(map, ec);
 }
 
 // ---- the object cache -----------------------------------------------------------------------
