@@ -730,6 +730,10 @@ TEST(EmitterIR, RejectsBadKernelsAndDuplicateNames) {
   a.name = "twice";
   Kernel b = a;
   EXPECT_THROW(compileKernels(sharedJit(), {&a, &b}), std::logic_error);
+  // A name already defined in the JIT by an earlier call.
+  Jit jit(noCache());
+  compileKernels(jit, {&a});
+  EXPECT_THROW(compileKernels(jit, {&b}), JitError);
 }
 
 // Expressions are shared DAGs: 60 doublings of x are 60 nodes, not 2^60 tree paths, for
