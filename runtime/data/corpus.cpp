@@ -68,11 +68,10 @@ Language other(Language lang) { return lang == Language::zh ? Language::en : Lan
 
 Vocab buildSide(const std::vector<TokenizedPair>& train, Language lang, bool source,
                 const CorpusOptions& o, int64_t minCount, int64_t maxSize) {
-  std::vector<std::vector<std::string>> sentences;
-  sentences.reserve(train.size());
-  for (const auto& p : train) sentences.push_back(source ? p.src : p.tgt);
+  TokenCounts counts;
+  for (const auto& p : train) counts.add(source ? p.src : p.tgt);
   const Vocab empty = emptyVocab(lang, o);
-  return Vocab::build(empty.kind(), empty.lowercase(), sentences, minCount, maxSize);
+  return Vocab::build(empty.kind(), empty.lowercase(), counts, minCount, maxSize);
 }
 
 }  // namespace

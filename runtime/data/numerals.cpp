@@ -16,6 +16,12 @@ constexpr std::array<const char*, 10> kZhDigits = {"零", "一", "二", "三", "
                                                    "五", "六", "七", "八", "九"};
 constexpr std::array<const char*, 4> kZhUnits = {"", "十", "百", "千"};
 
+int64_t pow10(int k) {
+  int64_t p = 1;
+  for (int i = 0; i < k; ++i) p *= 10;
+  return p;
+}
+
 void checkRange(int64_t n) {
   if (n < 0 || n > kMaxNumeral)
     throw std::invalid_argument(fmt::format("numeral {} out of range 0..{}", n, kMaxNumeral));
@@ -26,9 +32,7 @@ void checkRange(int64_t n) {
 void appendZhGroup(std::string& out, int64_t g, bool first, bool liang) {
   bool emitted = false, zeros = false;
   for (int pos = 3; pos >= 0; --pos) {
-    int64_t p = 1;
-    for (int i = 0; i < pos; ++i) p *= 10;
-    const int64_t d = g / p % 10;
+    const int64_t d = g / pow10(pos) % 10;
     if (d == 0) {
       zeros = emitted;  // zeros after a digit; read only if another digit follows
       continue;
@@ -62,12 +66,6 @@ std::string englishUnder1000(int64_t n) {
   out += kEnTens[n / 10];
   if (n % 10) out += fmt::format("-{}", kEnOnes[n % 10]);
   return out;
-}
-
-int64_t pow10(int k) {
-  int64_t p = 1;
-  for (int i = 0; i < k; ++i) p *= 10;
-  return p;
 }
 
 // Numbers with exactly `digits` decimal digits: [lo, lo + count).

@@ -118,26 +118,31 @@ void Vocab::add(std::string token) {
   tokens_.push_back(std::move(token));
 }
 
+Vocab Vocab::build(TokenizerKind kind, bool lowercase, const TokenCounts& counts,
+                   int64_t minCount, int64_t maxSize) {
+  if (kind == TokenizerKind::sentencepiece)
+    throw std::invalid_argument("a SentencePiece vocabulary comes from trainSentencePiece");
+  Vocab v(kind, lowercase);
+  std::vector<std::pair<std::string_view, int64_t>> sorted;
+  for (const auto& [t, n] : counts.counts())
+    if (n >= minCount && !v.ids_.count(t)) sorted.emplace_back(t, n);
+  // Most frequent first, ties in byte order: the same vocabulary from the same counts.
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  for (const auto& [t, n] : sorted) {
+    if (maxSize > 0 && v.size() >= maxSize) break;
+    v.add(std::string(t));
+  }
+  return v;
+}
+
 Vocab Vocab::build(TokenizerKind kind, bool lowercase,
                    const std::vector<std::vector<std::string>>& sentences, int64_t minCount,
                    int64_t maxSize) {
-  if (kind == TokenizerKind::sentencepiece)
-    throw std::invalid_argument("a SentencePiece vocabulary comes from trainSentencePiece");
-  std::map<std::string, int64_t> counts;
-  for (const auto& s : sentences)
-    for (const auto& t : s) ++counts[t];
-  Vocab v(kind, lowercase);
-  std::vector<std::pair<std::string, int64_t>> sorted;
-  for (auto& [t, n] : counts)
-    if (n >= minCount && !v.ids_.count(t)) sorted.emplace_back(t, n);
-  // Most frequent first; std::map gave byte order, stable_sort keeps it among ties.
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  for (auto& [t, n] : sorted) {
-    if (maxSize > 0 && v.size() >= maxSize) break;
-    v.add(t);
-  }
-  return v;
+  TokenCounts counts;
+  for (const auto& s : sentences) counts.add(s);
+  return build(kind, lowercase, counts, minCount, maxSize);
 }
 
 const std::string& Vocab::token(int64_t id) const {
@@ -147,7 +152,7 @@ const std::string& Vocab::token(int64_t id) const {
 }
 
 int64_t Vocab::id(std::string_view token) const {
-  auto it = ids_.find(std::string(token));
+  auto it = ids_.find(token);
   return it == ids_.end() ? kUnk : it->second;
 }
 

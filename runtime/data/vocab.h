@@ -26,6 +26,18 @@ namespace spm {
 struct Model;
 }
 
+// Token frequencies, gathered sentence by sentence (no copies of the data).
+class TokenCounts {
+ public:
+  void add(const std::vector<std::string>& sentence) {
+    for (const auto& t : sentence) ++counts_[t];
+  }
+  const std::unordered_map<std::string, int64_t>& counts() const { return counts_; }
+
+ private:
+  std::unordered_map<std::string, int64_t> counts_;
+};
+
 class Vocab {
  public:
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
@@ -37,6 +49,8 @@ class Vocab {
 
   // From tokenized training text: tokens seen at least minCount times, most frequent first
   // (ties in byte order), at most maxSize ids in all (0: no limit).
+  static Vocab build(TokenizerKind kind, bool lowercase, const TokenCounts& counts,
+                     int64_t minCount = 1, int64_t maxSize = 0);
   static Vocab build(TokenizerKind kind, bool lowercase,
                      const std::vector<std::vector<std::string>>& sentences, int64_t minCount = 1,
                      int64_t maxSize = 0);
@@ -83,7 +97,12 @@ class Vocab {
   TokenizerKind kind_;
   bool lowercase_;
   std::vector<std::string> tokens_;
-  std::unordered_map<std::string, int64_t> ids_;
+  // Transparent hashing: id(string_view) looks up without building a std::string.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> ids_;
   std::shared_ptr<const spm::Model> spm_;
 };
 
