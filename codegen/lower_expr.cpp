@@ -212,16 +212,19 @@ ExprP Ctx::at(const Value* v, const Index& fullIdx, Stmts& pre) {
 ExprP Ctx::atFlat(const Value* v, ExprP f, Stmts& pre) {
   DType dt = v->type().dtype;
   if (!inGroup(v)) return kir::cast(kir::load(k_, inputBuffer(v), f), computeType(dt));
-  const Shape& s = v->type().shape;
-  Index idx(s.size());
-  int64_t stride = 1;
-  for (size_t d = s.size(); d-- > 0;) {
-    ExprP q = stride == 1 ? f : bin(BinaryOp::Div, f, num(stride));
-    idx[d] = d == 0 ? q : bin(BinaryOp::Rem, q, num(s[d]));
-    stride *= s[d];
-  }
   views_.erase(v);  // indexed by its own shape here
-  return at(v, idx, pre);
+  return at(v, unravel(f, v->type().shape), pre);
+}
+
+Index Ctx::unravel(ExprP f, const Shape& shape) const {
+  Index idx(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    ExprP q = stride == 1 ? f : bin(BinaryOp::Div, f, num(stride));
+    idx[d] = d == 0 ? q : bin(BinaryOp::Rem, q, num(shape[d]));
+    stride *= shape[d];
+  }
+  return idx;
 }
 
 ExprP Ctx::compute(const Node& n, const Index& idx, Stmts& pre) {
@@ -257,19 +260,8 @@ ExprP Ctx::compute(const Node& n, const Index& idx, Stmts& pre) {
       return elementwise(n, idx, pre);
 
     case OpKind::Broadcast: return at(n.operand(0), idx, pre);
-    case OpKind::Reshape: {
-      // Through the flat index: reshape keeps the row-major order.
-      const Shape& in = n.operand(0)->type().shape;
-      ExprP f = flat(idx, res->type().shape);
-      Index src(in.size());
-      int64_t stride = 1;
-      for (size_t d = in.size(); d-- > 0;) {
-        ExprP q = stride == 1 ? f : bin(BinaryOp::Div, f, num(stride));
-        src[d] = d == 0 ? q : bin(BinaryOp::Rem, q, num(in[d]));
-        stride *= in[d];
-      }
-      return at(n.operand(0), src, pre);
-    }
+    case OpKind::Reshape:  // through the flat index: reshape keeps the row-major order
+      return at(n.operand(0), unravel(flat(idx, res->type().shape), n.operand(0)->type().shape), pre);
     case OpKind::Transpose: {
       const auto& perm = n.attrInts("perm");
       Index src(perm.size());

@@ -82,6 +82,8 @@ class Ctx {
   ExprP elementwise(const Node& n, const Index& idx, Stmts& pre);
   ExprP philox(const Node& n, const Index& idx, Stmts& pre);
   Index project(const Index& idx, const Shape& shape) const;
+  // The multi-index of row-major flat position f in shape (divisions and remainders).
+  Index unravel(ExprP f, const Shape& shape) const;
 
   std::vector<const Node*> group_;
   std::unordered_set<const Node*> producers_;

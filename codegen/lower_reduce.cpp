@@ -210,7 +210,7 @@ void lowerSoftmax(Ctx& c) {
     Index full(xv.size());
     for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = ri[i];
     // One pass over the row: body(x value, output offset) per element.
-    auto pass = [&](const std::function<Stmts(ExprP xv_, ExprP o, Stmts& s)>& body) {
+    auto pass = [&](const std::function<Stmts(ExprP value, ExprP o, Stmts& s)>& body) {
       return forLoop(c, "j", len, LoopKind::Vector, [&](ExprP j) {
         c.newBody();
         full[ga] = j;
@@ -280,7 +280,7 @@ void lowerLayerNorm(Ctx& c) {
   parallelNest(c, rows, LoopKind::Serial, d * (c.opsPerElement() + 8), [&](const Index& ri) {
     Index full(ri.begin(), ri.begin() + static_cast<std::ptrdiff_t>(xs.size() - 1));
     full.push_back(nullptr);
-    auto pass = [&](const std::function<Stmts(ExprP xv, ExprP j, ExprP o, Stmts& s)>& body) {
+    auto pass = [&](const std::function<Stmts(ExprP value, ExprP j, ExprP o, Stmts& s)>& body) {
       return forLoop(c, "j", d, LoopKind::Vector, [&](ExprP j) {
         c.newBody();
         full.back() = j;
