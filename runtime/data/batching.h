@@ -67,7 +67,8 @@ class Batcher {
   // The smallest bucket (by S·T) that holds a source and a target of these lengths, or -1.
   int bucketFor(int64_t srcLen, int64_t tgtLen) const;
 
-  // The batches of one epoch, shuffled within buckets and then across them.
+  // The batches of one epoch, shuffled within buckets and then across them. Bucket
+  // membership is fixed, so every epoch has the same number of batches.
   std::vector<BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const;
   Batch makeBatch(const BatchPlan& plan) const;
 
