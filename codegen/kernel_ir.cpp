@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 #include <string_view>
+#include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tgc::codegen::kir {
@@ -635,6 +637,7 @@ class Printer {
 
   void stmt(const Stmt& s, int depth) {
     std::string pad(2 * depth, ' ');
+    bindShared(s, pad);
     switch (s.kind) {
       case StmtKind::Loop: {
         std::string kind;
@@ -668,7 +671,7 @@ class Printer {
   // on the right, since - and / are not associative).
   std::string operand(const Expr& e, int prec, bool right) {
     std::string s = expr(e);
-    int p = precedence(e);
+    int p = names_.contains(&e) ? 100 : precedence(e);
     return p < prec || (right && p == prec) ? "(" + s + ")" : s;
   }
 
@@ -680,7 +683,33 @@ class Printer {
     return s;
   }
 
+  // A value computed once and used more than once in a statement (expressions are DAGs)
+  // prints as `let tN = ...` before it, so fused kernels print in linear size. Index
+  // arithmetic (i64) and leaves stay inline, where they read best.
+  void bindShared(const Stmt& s, const std::string& pad) {
+    names_.clear();
+    std::unordered_map<const Expr*, int> uses;
+    std::function<void(const Expr&)> count = [&](const Expr& e) {
+      if (uses[&e]++ > 0) return;
+      for (const auto& a : e.args) count(*a);
+    };
+    for (const auto& a : s.args) count(*a);
+    std::unordered_set<const Expr*> done;
+    std::function<void(const Expr&)> bind = [&](const Expr& e) {
+      if (!done.insert(&e).second) return;
+      for (const auto& a : e.args) bind(*a);
+      const bool leaf = e.kind == ExprKind::Const || e.kind == ExprKind::Var || e.kind == ExprKind::Load;
+      if (uses[&e] > 1 && !leaf && e.type != DType::i64) {
+        std::string name = fmt::format("t{}", nextLet_++);
+        out_ += fmt::format("{}let {} = {}\n", pad, name, expr(e));
+        names_[&e] = std::move(name);
+      }
+    };
+    for (const auto& a : s.args) bind(*a);
+  }
+
   std::string expr(const Expr& e) {
+    if (auto it = names_.find(&e); it != names_.end()) return it->second;
     switch (e.kind) {
       case ExprKind::Const:
         if (e.type == DType::f32) return floatText(e.f, e.type);
@@ -706,6 +735,8 @@ class Printer {
 
   const Kernel& k_;
   std::string out_;
+  std::unordered_map<const Expr*, std::string> names_;  // the current statement's lets
+  int nextLet_ = 0;
 };
 
 }  // namespace

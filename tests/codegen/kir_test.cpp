@@ -234,6 +234,34 @@ TEST(KirPrint, LoopsLocalsIf) {
             "}\n");
 }
 
+// Shared subexpressions print once, as lets: 30 doublings print in linear size.
+TEST(KirPrint, SharedValuesAsLets) {
+  Kernel k;
+  k.name = "lets";
+  int x = k.addBuffer("x", DType::f32, 4, Access::Read);
+  int y = k.addBuffer("y", DType::f32, 4, Access::Write);
+  k.parallelVar = k.addVar("p", DType::i64);
+  k.parallelExtent = 4;
+  auto p = varRef(k, k.parallelVar);
+  auto e = unary(UnaryOp::Exp, load(k, x, p));
+  auto sub = binary(BinaryOp::Sub, load(k, x, p), constFloat(1));
+  k.body = {store(y, p, binary(BinaryOp::Div, e, binary(BinaryOp::Add, constFloat(1), e))),
+            store(y, p, binary(BinaryOp::Mul, sub, sub))};
+  EXPECT_EQ(print(k),
+            "kernel lets(x: f32[4] read, y: f32[4] write) cost 1 {\n"
+            "  parallel p in [0, 4) {\n"
+            "    let t0 = exp(x[p])\n"
+            "    y[p] = t0 / (1.0 + t0)\n"
+            "    let t1 = x[p] - 1.0\n"
+            "    y[p] = t1 * t1\n"
+            "  }\n"
+            "}\n");
+  ExprP d = load(k, x, p);
+  for (int i = 0; i < 30; ++i) d = binary(BinaryOp::Add, d, d);
+  k.body = {store(y, p, d)};
+  EXPECT_LT(print(k).size(), 2000u);
+}
+
 TEST(KirPrint, ParenthesesAndCalls) {
   Kernel k;
   k.name = "ops";
