@@ -173,6 +173,32 @@ TEST(LowerGroup, IndexRemappingProducers) {
   }
 }
 
+TEST(LowerGroup, ProducersOfGatherAndScatterOperands) {
+  {
+    Case c;
+    c.label = "gather(cast(table, f32), idx + 1)";
+    Value* table = c.in(ty(DType::bf16, {9, 17}));
+    Value* idx = c.in(ty(DType::i64, {3, 7}), Dist::Index, 8);
+    Value* one = c.in(ty(DType::i64, {}));
+    c.inputs.at("in2").setI(0, 1);
+    Value* t32 = c.op(OpKind::Cast, {table}, {{"dtype", DType::f32}});
+    Value* shifted = c.op(OpKind::Add, {idx, one});
+    c.op(OpKind::Gather, {t32, shifted});
+    checkCase(c);
+  }
+  {
+    Case c;
+    c.label = "scatter_add(idx, updates * scale)";
+    Value* idx = c.in(ty(DType::i32, {3, 11}), Dist::Index, 5);
+    Value* upd = c.in(ty(DType::f64, {3, 11, 4, 3}));
+    Value* scale = c.in(ty(DType::f64, {3}));
+    Value* scaled = c.op(OpKind::Mul, {upd, scale});
+    c.op(OpKind::ScatterAdd, {idx, scaled}, {{"rows", int64_t{5}}});
+    c.tol = {1e-12, 1e-12};
+    checkCase(c);
+  }
+}
+
 TEST(LowerKernelShape, ContiguousDimsCollapseAndTheInnerLoopVectorizes) {
   Case c;
   c.label = "a + b, same shape";
