@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,9 @@ namespace tgc::data {
 namespace {
 
 std::string readFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw DataError(fmt::format("{}: error: is a directory, not a corpus file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(fmt::format("{}: error: cannot open the corpus", path));
   std::ostringstream ss;
@@ -97,7 +101,9 @@ std::vector<SentencePair> parseTsvCorpus(std::string_view text, std::string_view
 }
 
 std::vector<SentencePair> readTsvCorpus(const std::string& path) {
-  return parseTsvCorpus(readFile(path), path);
+  auto pairs = parseTsvCorpus(readFile(path), path);
+  if (pairs.empty()) throw DataError(fmt::format("{}: error: no sentence pairs in the file", path));
+  return pairs;
 }
 
 std::vector<SentencePair> readAlignedCorpus(const std::string& enPath, const std::string& zhPath) {
@@ -107,6 +113,7 @@ std::vector<SentencePair> readAlignedCorpus(const std::string& enPath, const std
     throw DataError(fmt::format("{}: error: {} lines, but {} has {}; the files must be "
                                 "line-aligned",
                                 zhPath, zh.size(), enPath, en.size()));
+  if (en.empty()) throw DataError(fmt::format("{}: error: no lines in the file", enPath));
   std::vector<SentencePair> out;
   out.reserve(en.size());
   for (size_t i = 0; i < en.size(); ++i)

@@ -24,7 +24,7 @@ struct SentencePair {
 };
 
 // `English<TAB>Chinese[<TAB>anything...]` per line (tatoeba.org's cmn.txt); blank lines are
-// skipped; a line without a tab is an error.
+// skipped; a line without a tab is an error, and so is a file without a pair.
 std::vector<SentencePair> readTsvCorpus(const std::string& path);
 // Line i of enPath translates line i of zhPath; both must have the same number of lines.
 std::vector<SentencePair> readAlignedCorpus(const std::string& enPath, const std::string& zhPath);

@@ -88,6 +88,22 @@ TEST_F(CorpusFiles, MalformedTsvAndMissingFiles) {
               path + ":2: error: expected English<TAB>Chinese, found no tab");
   }
   EXPECT_THROW(readTsvCorpus((dir_ / "missing.tsv").string()), DataError);
+  auto message = [](auto&& read) {
+    try {
+      read();
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string empty = write("empty.tsv", "\n\n");
+  EXPECT_EQ(message([&] { readTsvCorpus(empty); }),
+            empty + ": error: no sentence pairs in the file");
+  EXPECT_EQ(message([&] { readTsvCorpus(dir_.string()); }),
+            dir_.string() + ": error: is a directory, not a corpus file");
+  const std::string none = write("none.en", "");
+  EXPECT_EQ(message([&] { readAlignedCorpus(none, write("none.zh", "")); }),
+            none + ": error: no lines in the file");
 }
 
 TEST_F(CorpusFiles, ReadsAlignedPairs) {
