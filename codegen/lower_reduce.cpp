@@ -162,12 +162,14 @@ void lowerReduce(Ctx& c) {
   // innermost loop running over the last (reduced, contiguous) dim.
   int ob = c.outputBuffer(out);
   if (ks.empty()) ks = {1};
+  // Vectorize the accumulation when it runs over contiguous memory (else it would gather).
+  const LoopKind accKind = cred.back() ? LoopKind::Vector : LoopKind::Serial;
   parallelNest(c, ks, LoopKind::Serial, ops * std::max<int64_t>(count, 1), [&](const Index& ki) {
     Index full(xv.size());
     for (size_t i = 0; i < kept.size(); ++i) full[kept[i]] = ki[i];
     int acc = c.newVar("acc", spec.acc);
     Stmts s{kir::assign(acc, spec.init)};
-    Stmts loops = loopsOver(c, xv, red, 0, full, LoopKind::Vector, [&](const Index& fi) {
+    Stmts loops = loopsOver(c, xv, red, 0, full, accKind, [&](const Index& fi) {
       Stmts b;
       ExprP v = kir::cast(c.at(x, fi, b), spec.acc);
       b.push_back(kir::assign(acc, bin(spec.combine, c.var(acc), v)));
@@ -203,6 +205,8 @@ void lowerSoftmax(Ctx& c) {
   DType ct = computeType(ot);
   // A 16-bit output would round exp(x - m) before the division: recompute it instead.
   const bool storeExp = !logMode && ct == ot;
+  // Passes along a strided axis stay scalar (vectorizing them would gather).
+  const LoopKind passKind = ga + 1 == xv.size() ? LoopKind::Vector : LoopKind::Serial;
   int ob = c.outputBuffer(out);
   kir::Kernel& k = c.kernel();
 
@@ -211,7 +215,7 @@ void lowerSoftmax(Ctx& c) {
     for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = ri[i];
     // One pass over the row: body(x value, output offset) per element.
     auto pass = [&](const std::function<Stmts(ExprP value, ExprP o, Stmts& s)>& body) {
-      return forLoop(c, "j", len, LoopKind::Vector, [&](ExprP j) {
+      return forLoop(c, "j", len, passKind, [&](ExprP j) {
         c.newBody();
         full[ga] = j;
         Stmts s;
@@ -246,7 +250,7 @@ void lowerSoftmax(Ctx& c) {
         return Stmts{kir::store(ob, o, kir::cast(bin(BinaryOp::Sub, shifted(v), c.var(lse)), ot))};
       }));
     } else if (storeExp) {
-      live.push_back(forLoop(c, "j", len, LoopKind::Vector, [&](ExprP j) {
+      live.push_back(forLoop(c, "j", len, passKind, [&](ExprP j) {
         full[ga] = j;
         ExprP o = c.flat(full, xv);
         return Stmts{kir::store(ob, o, bin(BinaryOp::Div, kir::load(k, ob, o), c.var(sum)))};
