@@ -11,5 +11,8 @@ void registerOpt(CLI::App& app);      // cmd_opt.cpp: run passes on a text IR fi
 void registerRun(CLI::App& app);      // cmd_run.cpp: run a graph with the interpreter
 void registerCompile(CLI::App& app);  // cmd_compile.cpp: model spec -> Graph IR
 void registerGradcheck(CLI::App& app);  // cmd_gradcheck.cpp: gradients vs finite differences
+void registerTrain(CLI::App& app);      // cmd_train.cpp: train on built-in data or a corpus
+void registerTranslate(CLI::App& app);  // cmd_translate.cpp: translate with a checkpoint
+void registerEval(CLI::App& app);       // cmd_eval.cpp: exact match and BLEU of a checkpoint
 
 }  // namespace tgc::cli

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   tgc::cli::registerOpt(app);
   tgc::cli::registerRun(app);
   tgc::cli::registerGradcheck(app);
+  tgc::cli::registerTrain(app);
+  tgc::cli::registerTranslate(app);
+  tgc::cli::registerEval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,509 @@
+#include "runtime/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "frontend/frontend.h"
+#include "ir/builder.h"
+#include "runtime/train/report.h"
+
+namespace tgc::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Tensor scalarI64(int64_t v) {
+  Tensor t(TensorType{DType::i64, {}});
+  t.setI(0, v);
+  return t;
+}
+
+std::string clockText(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02d}:{:02d}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+std::string countText(double v) {
+  return v >= 1e6 ? fmt::format("{:.2f}M", v / 1e6)
+                  : v >= 1e3 ? fmt::format("{:.1f}k", v / 1e3) : fmt::format("{:.0f}", v);
+}
+
+int64_t configInt(const CompiledModel& m, const std::string& key) {
+  for (const auto& [k, v] : m.config)
+    if (k == key && std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v);
+  throw std::runtime_error(fmt::format("the model has no integer config entry '{}'", key));
+}
+
+// The run directory of a checkpoint file: the folder above "checkpoints".
+std::string runDirOf(const std::string& checkpointPath) {
+  fs::path dir = fs::path(checkpointPath).parent_path();
+  if (dir.filename() == "checkpoints") dir = dir.parent_path();
+  return dir.empty() ? "." : dir.string();
+}
+
+}  // namespace
+
+// ---- configuration -------------------------------------------------------------------------
+
+std::string TrainConfig::toJson() const {
+  json j;
+  j["batch_size"] = batchSize;
+  j["buckets"] = buckets;
+  j["seed"] = seed;
+  j["valid_every"] = validEvery;
+  j["valid_size"] = validSize;
+  j["checkpoint_every"] = checkpointEvery;
+  j["keep_checkpoints"] = keepCheckpoints;
+  j["max_bad_steps"] = maxBadSteps;
+  j["decode_batch"] = decodeBatch;
+  const OptimizerConfig& o = optimizer;
+  j["optimizer"] = {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
+                    {"weight_decay", o.weight_decay}, {"schedule", o.schedule}, {"lr", o.lr},
+                    {"lr_scale", o.lr_scale}, {"warmup", o.warmup}, {"d_model", o.d_model},
+                    {"clip_norm", o.clip_norm}};
+  return j.dump();
+}
+
+TrainConfig TrainConfig::fromJson(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    TrainConfig c;
+    c.batchSize = j.at("batch_size").get<int64_t>();
+    c.buckets = j.at("buckets").get<int>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.validEvery = j.at("valid_every").get<int64_t>();
+    c.validSize = j.at("valid_size").get<int64_t>();
+    c.checkpointEvery = j.at("checkpoint_every").get<int64_t>();
+    c.keepCheckpoints = j.at("keep_checkpoints").get<int>();
+    c.maxBadSteps = j.at("max_bad_steps").get<int>();
+    c.decodeBatch = j.at("decode_batch").get<int64_t>();
+    const json& o = j.at("optimizer");
+    OptimizerConfig& p = c.optimizer;
+    p.beta1 = o.at("beta1").get<double>();
+    p.beta2 = o.at("beta2").get<double>();
+    p.eps = o.at("eps").get<double>();
+    p.weight_decay = o.at("weight_decay").get<double>();
+    p.schedule = o.at("schedule").get<std::string>();
+    p.lr = o.at("lr").get<double>();
+    p.lr_scale = o.at("lr_scale").get<double>();
+    p.warmup = o.at("warmup").get<int64_t>();
+    p.d_model = o.at("d_model").get<int64_t>();
+    p.clip_norm = o.at("clip_norm").get<double>();
+    return c;
+  } catch (const json::exception& e) {
+    throw std::runtime_error(fmt::format("invalid training options: {}", e.what()));
+  }
+}
+
+// ---- the non-finite guard ------------------------------------------------------------------
+
+size_t guardNonFinite(Graph& g) {
+  if (g.outputs().empty()) throw IRError("guardNonFinite: the graph has no outputs");
+  Value* loss = g.outputs()[0];
+  Value* norm = g.findValue("grad_norm");
+  if (!norm) throw IRError("guardNonFinite: the graph has no grad_norm (not a training step)");
+  Builder b(g);
+  const DType ft = loss->type().dtype;
+  const double largest = ft == DType::f64 ? std::numeric_limits<double>::max()
+                                          : static_cast<double>(std::numeric_limits<float>::max());
+  // |x| <= largest is false for NaN and for ±inf.
+  auto finite = [&](Value* x) {
+    return b.binary(OpKind::Le, b.unary(OpKind::Abs, x), b.scalar(ft, largest, "largest"));
+  };
+  Value* ok = b.binary(OpKind::LogicalAnd, finite(loss), finite(norm), "finite");
+  std::vector<Value*> outs = g.outputs();
+  size_t guarded = 0;
+  for (Value*& out : outs) {
+    if (!out->name().starts_with("new.")) continue;
+    Value* old = g.findValue(out->name().substr(4));
+    if (!old || old->def()->op() != OpKind::Input || old->type() != out->type()) continue;
+    const std::string name = out->name();
+    g.renameValue(out, name + ".unguarded");
+    Value* kept = b.where(ok, out, old);
+    g.renameValue(kept, name);
+    out = kept;
+    ++guarded;
+  }
+  g.renameValue(ok, "finite");
+  outs.push_back(ok);
+  g.setOutputs(outs);
+  g.topoSort();
+  return guarded;
+}
+
+// ---- construction --------------------------------------------------------------------------
+
+Trainer::Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
+                 runtime::ExecOptions exec, std::ostream* log)
+    : Trainer(std::move(model), std::move(data), std::move(config), std::move(outDir), exec, log,
+              nullptr) {}
+
+Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::string outDir,
+                 runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from)
+    : model_(std::move(model)),
+      dataSpec_(std::move(dataSpec)),
+      config_(std::move(config)),
+      outDir_(std::move(outDir)),
+      exec_(exec),
+      log_(log),
+      start_(Clock::now()) {
+  if (config_.batchSize < 1) throw std::invalid_argument("the batch size must be at least 1");
+  if (config_.buckets < 1) throw std::invalid_argument("there must be at least one bucket");
+  exec_.updateInPlace = true;
+  fs::create_directories(checkpointDir(outDir_));
+  if (!from && !listCheckpoints(outDir_).empty())
+    throw std::runtime_error(fmt::format(
+        "{} already holds checkpoints of a run: continue it with --resume {}, or choose another "
+        "--out", outDir_, outDir_));
+  if (int n = removeStaleTemporaries(outDir_))
+    say(fmt::format("removed {} temporary file{} of an interrupted checkpoint save", n, n == 1 ? "" : "s"));
+
+  const auto t0 = Clock::now();
+  data_ = loadData(dataSpec_);
+  say(fmt::format("data: {} ({:.1f} s)", data_.summary, since(t0)));
+  if (from) {
+    if (!(from->srcVocab == data_.srcVocab) || !(from->tgtVocab == data_.tgtVocab))
+      throw std::runtime_error(
+          "the data no longer gives the checkpoint's vocabularies (was the corpus file changed?)");
+    modelWithVocab_ = model_;  // stored with its vocabulary sizes
+  } else {
+    modelWithVocab_ = model_;
+    modelWithVocab_.sets.emplace_back("src_vocab", std::to_string(data_.srcVocab.size()));
+    modelWithVocab_.sets.emplace_back("tgt_vocab", std::to_string(data_.tgtVocab.size()));
+  }
+
+  data::BatchingOptions bo;
+  bo.batchSize = config_.batchSize;
+  bo.numBuckets = config_.buckets;
+  bo.dropPartial = true;
+  batcher_ = std::make_unique<data::Batcher>(data::encodeSplit(data_, data_.train), bo);
+  steps_.resize(batcher_->buckets().size());
+  std::string shapes;
+  for (const auto& b : batcher_->buckets()) shapes += fmt::format(" {}x{}", b.srcLen, b.tgtLen);
+  say(fmt::format("batches: {} sentences, buckets (S x T):{}", config_.batchSize, shapes));
+
+  if (from) {
+    store_ = runtime::ParamStore(from->tensors);
+    stepCount_ = from->step;
+    updates_ = from->updates;
+    skipped_ = from->skipped;
+    secondsBefore_ = from->seconds;
+    history_ = from->history;
+    valid_ = from->valid;
+  }
+  lastPrint_ = start_;
+}
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& checkpoint, std::string outDir,
+                                         runtime::ExecOptions exec, std::ostream* log) {
+  std::string used;
+  Checkpoint c = loadLatestCheckpoint(checkpoint, &used);
+  if (outDir.empty()) outDir = runDirOf(used);
+  if (log) *log << fmt::format("resuming from {} (step {})\n", used, c.step);
+  return std::unique_ptr<Trainer>(new Trainer(ModelSpec::fromJson(c.model),
+                                              DataSpec::fromJson(c.data),
+                                              TrainConfig::fromJson(c.options), outDir, exec, log,
+                                              &c));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::say(const std::string& line) {
+  if (!log_) return;
+  if (tty_) *log_ << "\r\033[K";
+  *log_ << line << "\n";
+  log_->flush();
+}
+
+// ---- compiled graphs ----------------------------------------------------------------------
+
+runtime::Executable& Trainer::stepFor(int bucket) {
+  auto& slot = steps_[static_cast<size_t>(bucket)];
+  if (slot) return *slot;
+  const auto t0 = Clock::now();
+  const data::BucketShape& shape = batcher_->buckets()[static_cast<size_t>(bucket)];
+  CompiledModel m = compileModelFile(
+      modelWithVocab_.path,
+      modelWithVocab_.options("train", {{"B", config_.batchSize}, {"S", shape.srcLen}, {"T", shape.tgtLen}}));
+  if (m.loss_output < 0) throw std::runtime_error("the model's train graph has no output 'loss'");
+  m.graph->setOutputs({m.graph->outputs()[static_cast<size_t>(m.loss_output)]});
+  OptimizerConfig opt = config_.optimizer;
+  opt.d_model = configInt(m, "d_model");
+  buildTrainStep(*m.graph, opt);
+  guardNonFinite(*m.graph);
+  if (store_.tensors().empty()) store_ = runtime::ParamStore(initParams(m.params, config_.seed));
+  paramNames_.clear();
+  for (const ParamInit& p : m.params) paramNames_.push_back(p.name);
+  store_.addZeroState(*m.graph);
+  slot = runtime::Executable::compile(*m.graph, exec_);
+  const double s = since(t0);
+  compileSeconds_ += s;
+  say(fmt::format("compiled the training step for {}x{} in {:.1f} s ({} kernels, {} from the cache)",
+                  shape.srcLen, shape.tgtLen, s, slot->stats().distinctKernels,
+                  slot->stats().cacheHits));
+  return *slot;
+}
+
+runtime::Executable& Trainer::lossExecutable(const data::BucketShape& shape) {
+  if (lossExe_) return *lossExe_;
+  const auto t0 = Clock::now();
+  // The forward pass without dropout.
+  CompiledModel m = compileModelFile(
+      modelWithVocab_.path,
+      modelWithVocab_.options("train", {{"B", config_.batchSize}, {"S", shape.srcLen}, {"T", shape.tgtLen}},
+                              {{"p_drop", "0"}, {"attn_dropout", "0"}, {"ffn_dropout", "0"}}));
+  m.graph->setOutputs({m.graph->outputs()[static_cast<size_t>(m.loss_output)]});
+  runtime::ExecOptions e = exec_;
+  e.updateInPlace = false;
+  lossExe_ = runtime::Executable::compile(*m.graph, e);
+  compileSeconds_ += since(t0);
+  return *lossExe_;
+}
+
+std::map<std::string, Tensor> Trainer::parameters() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : store_.tensors())
+    if (!name.starts_with("adam.")) out.emplace(name, t);
+  return out;
+}
+
+Translator& Trainer::translator() {
+  if (!translator_) {
+    runtime::ExecOptions e = exec_;
+    e.updateInPlace = false;
+    translator_ = std::make_unique<Translator>(modelWithVocab_, parameters(), e);
+  } else {
+    translator_->setParams(parameters());
+  }
+  return *translator_;
+}
+
+// ---- steps ---------------------------------------------------------------------------------
+
+HistoryRow Trainer::step() {
+  if (epochPlanned_ < 0) {
+    epochPlan_ = batcher_->planEpoch(config_.seed, 0);
+    epochPlanned_ = 0;
+    if (epochPlan_.empty())
+      throw std::runtime_error(fmt::format(
+          "no full batch of {} sentences: the training data is too small for this batch size",
+          config_.batchSize));
+  }
+  const auto perEpoch = static_cast<int64_t>(epochPlan_.size());
+  const int64_t epoch = stepCount_ / perEpoch;
+  if (epoch != epochPlanned_) {
+    epochPlan_ = batcher_->planEpoch(config_.seed, static_cast<uint64_t>(epoch));
+    epochPlanned_ = epoch;
+  }
+  const data::BatchPlan& plan = epochPlan_[static_cast<size_t>(stepCount_ % perEpoch)];
+  runtime::Executable& exe = stepFor(plan.bucket);
+  const data::Batch batch = batcher_->makeBatch(plan);
+
+  std::map<std::string, Tensor> in;
+  in.emplace("src", batch.src);
+  in.emplace("tgt_in", batch.tgtIn);
+  in.emplace("tgt_out", batch.tgtOut);
+  in.emplace("seed", scalarI64(static_cast<int64_t>(config_.seed)));
+  in.emplace("step", scalarI64(updates_ + 1));
+  const auto t0 = Clock::now();
+  auto out = exe.runStep(store_, in);
+  const double took = since(t0);
+  stepSeconds_ += took;
+  stepSecondsThisRun_ += took;
+  ++stepsThisRun_;
+  tokensThisRun_ += static_cast<double>(batch.srcTokens + batch.tgtTokens);
+
+  HistoryRow r;
+  r.step = ++stepCount_;
+  r.loss = out.at("loss").getF(0);
+  r.gradNorm = out.at("grad_norm").getF(0);
+  r.lr = out.at("lr").getF(0);
+  r.tokens = batch.tgtTokens;
+  if (out.at("finite").getI(0)) {
+    ++updates_;
+    badInARow_ = 0;
+  } else {
+    ++skipped_;
+    ++badInARow_;
+  }
+  r.update = updates_;
+  history_.push_back(r);
+  return r;
+}
+
+ValidRow Trainer::validate() {
+  const auto t0 = Clock::now();
+  const auto& split = data_.valid;
+  const size_t n = config_.validSize > 0 ? std::min(split.size(), static_cast<size_t>(config_.validSize))
+                                         : split.size();
+  ValidRow v;
+  v.step = stepCount_;
+  if (n == 0) return v;
+  const std::vector<data::TokenizedPair> subset(split.begin(), split.begin() + static_cast<std::ptrdiff_t>(n));
+
+  // Loss: one bucket; the rows that fill up the last batch get all-padding targets, so they
+  // add no tokens and the result is the exact token average.
+  if (!validBatcher_) {
+    data::BatchingOptions bo;
+    bo.batchSize = config_.batchSize;
+    bo.numBuckets = 1;
+    bo.dropPartial = false;
+    validBatcher_ = std::make_unique<data::Batcher>(data::encodeSplit(data_, subset), bo);
+  }
+  double lossSum = 0;
+  int64_t tokens = 0;
+  std::map<std::string, Tensor> in = parameters();
+  in.insert_or_assign("seed", scalarI64(static_cast<int64_t>(config_.seed)));
+  in.insert_or_assign("step", scalarI64(updates_ + 1));
+  for (const data::BatchPlan& plan : validBatcher_->planEpoch(config_.seed, 0)) {
+    data::Batch b = validBatcher_->makeBatch(plan);
+    const int64_t T = b.tgtOut.shape()[1];
+    for (int64_t i = b.rows * T; i < b.tgtOut.numel(); ++i) b.tgtOut.setI(i, 0);
+    runtime::Executable& exe = lossExecutable(validBatcher_->buckets()[static_cast<size_t>(plan.bucket)]);
+    in.insert_or_assign("src", b.src);
+    in.insert_or_assign("tgt_in", b.tgtIn);
+    in.insert_or_assign("tgt_out", b.tgtOut);
+    lossSum += exe.run(in)[0].getF(0) * static_cast<double>(b.tgtTokens);
+    tokens += b.tgtTokens;
+  }
+  v.loss = tokens ? lossSum / static_cast<double>(tokens) : 0;
+
+  DecodeOptions d;
+  d.batchSize = config_.decodeBatch;
+  Translator& tr = translator();
+  const double compiledBefore = tr.compileSeconds();
+  const EvalResult r = evaluatePairs(tr, data_, subset, d);
+  v.exactMatch = r.exactMatch;
+  v.bleu = r.bleu;
+  decodeSecondsPerSentence_ = (r.seconds - (tr.compileSeconds() - compiledBefore)) / static_cast<double>(n);
+  valid_.push_back(v);
+  say(fmt::format("validation at step {}: loss {:.4f}, exact match {:.1f}%, BLEU {:.1f} "
+                  "({} sentences, {:.1f} s)",
+                  v.step, v.loss, 100 * v.exactMatch, v.bleu, n, since(t0)));
+  return v;
+}
+
+std::string Trainer::saveCheckpoint() {
+  Checkpoint c;
+  c.tensors = store_.tensors();
+  c.step = stepCount_;
+  c.updates = updates_;
+  c.skipped = skipped_;
+  c.seconds = secondsBefore_ + since(start_);
+  c.model = modelWithVocab_.toJson();
+  c.data = dataSpec_.toJson();
+  c.options = config_.toJson();
+  c.srcVocab = data_.srcVocab;
+  c.tgtVocab = data_.tgtVocab;
+  c.history = history_;
+  c.valid = valid_;
+  const std::string path = (fs::path(checkpointDir(outDir_)) / checkpointFileName(stepCount_)).string();
+  train::saveCheckpoint(path, c);
+  pruneCheckpoints(outDir_, config_.keepCheckpoints);
+  writeReports(outDir_, history_, valid_,
+               fmt::format("{} — {}", fs::path(modelWithVocab_.path).filename().string(),
+                           dataSpec_.describe()));
+  lastCheckpoint_ = path;
+  return path;
+}
+
+// ---- the loop ------------------------------------------------------------------------------
+
+void Trainer::progress(const HistoryRow& r, const StopRule& rule, double elapsed) {
+  if (!log_) return;
+  const double sinceLast = since(lastPrint_);
+  if (sinceLast < (tty_ ? 0.25 : 10.0)) return;
+  lastPrint_ = Clock::now();
+  const double perStep = stepSecondsThisRun_ / std::max<double>(1, static_cast<double>(stepsThisRun_));
+  double eta = -1;
+  if (rule.steps > 0) eta = perStep * static_cast<double>(rule.steps - r.step);
+  if (rule.seconds > 0) eta = eta < 0 ? rule.seconds - elapsed : std::min(eta, rule.seconds - elapsed);
+  std::string line = fmt::format("step {}{} | loss {:.4f} | lr {:.2e} | {} tok/s | {}", r.step,
+                                 rule.steps > 0 ? fmt::format("/{}", rule.steps) : "", r.loss, r.lr,
+                                 countText(tokensThisRun_ / std::max(stepSecondsThisRun_, 1e-9)),
+                                 clockText(elapsed));
+  if (eta >= 0) line += " | ETA " + clockText(eta);
+  if (skipped_) line += fmt::format(" | {} skipped", skipped_);
+  if (tty_)
+    *log_ << "\r\033[K" << line << std::flush;
+  else
+    *log_ << line << "\n" << std::flush;
+}
+
+TrainResult Trainer::train(const StopRule& rule, const std::atomic<bool>* stop) {
+  TrainResult res;
+  const int64_t firstStep = stepCount_;
+  const double compiledBefore = compileSeconds_, stepBefore = stepSeconds_;
+  tokensThisRun_ = 0;
+  stepsThisRun_ = 0;
+  stepSecondsThisRun_ = 0;
+  while (true) {
+    const double elapsed = since(start_);
+    if (stop && stop->load()) {
+      res.reason = TrainResult::Reason::interrupted;
+      res.message = fmt::format("interrupted at step {}", stepCount_);
+      break;
+    }
+    if (rule.steps > 0 && stepCount_ >= rule.steps) {
+      res.reason = TrainResult::Reason::steps;
+      res.message = fmt::format("reached step {}", stepCount_);
+      break;
+    }
+    if (rule.seconds > 0) {
+      const int64_t ran = stepCount_ - firstStep;
+      const double perStep = ran > 0 ? (stepSeconds_ - stepBefore) / static_cast<double>(ran) : 0;
+      const double perSentence = decodeSecondsPerSentence_ > 0 ? decodeSecondsPerSentence_ : 0.005;
+      const double reserve =
+          rule.reserveSentences > 0 ? 1.2 * perSentence * static_cast<double>(rule.reserveSentences) + 1.0 : 0.5;
+      if (elapsed + perStep + reserve >= rule.seconds) {
+        res.reason = TrainResult::Reason::time;
+        res.message = fmt::format("time budget of {} reached at step {}", clockText(rule.seconds), stepCount_);
+        break;
+      }
+    }
+    const HistoryRow r = step();
+    if (badInARow_ >= config_.maxBadSteps) {
+      res.reason = TrainResult::Reason::nonFinite;
+      res.message = fmt::format(
+          "stopped: {} steps in a row had a non-finite loss or gradient norm (last at step {}); "
+          "they were skipped, the parameters are those after update {}",
+          badInARow_, stepCount_, updates_);
+      break;
+    }
+    if (config_.validEvery > 0 && stepCount_ % config_.validEvery == 0) validate();
+    if (config_.checkpointEvery > 0 && stepCount_ % config_.checkpointEvery == 0) {
+      const std::string path = saveCheckpoint();
+      say(fmt::format("checkpoint {}", path));
+    }
+    progress(r, rule, since(start_));
+  }
+  if (tty_ && log_) *log_ << "\r\033[K" << std::flush;
+  if (lastCheckpoint_.empty() || !lastCheckpoint_.ends_with(checkpointFileName(stepCount_)))
+    saveCheckpoint();
+  res.step = stepCount_;
+  res.updates = updates_;
+  res.skipped = skipped_;
+  res.seconds = since(start_);
+  res.compileSeconds = compileSeconds_ - compiledBefore;
+  res.stepSeconds = stepSeconds_ - stepBefore;
+  res.stepsRun = stepCount_ - firstStep;
+  res.tokens = static_cast<int64_t>(tokensThisRun_);
+  res.lastValid = valid_.empty() ? ValidRow{} : valid_.back();
+  res.checkpoint = lastCheckpoint_;
+  return res;
+}
+
+}  // namespace tgc::train

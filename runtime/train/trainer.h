@@ -1,0 +1,158 @@
+// The training loop: the model's compiled training step per length bucket, the data in
+// seeded order, validation, checkpoints, and resuming bit-exactly.
+//
+// Each bucket (S, T) of the batcher gets its own Executable of the `train` graph with the
+// AdamW step appended (passes/train_step.h), compiled when its first batch comes; parameters
+// and optimizer moments live in one ParamStore and are updated in place. Every state update
+// is guarded: new.X = finite ? X' : X, where `finite` says the loss and the gradient norm
+// are finite, so a non-finite step changes nothing; it is counted, and training stops after
+// `maxBadSteps` of them in a row.
+//
+// Everything random is a pure function of the seed and the step counters (the epoch order
+// from the batcher, dropout from (seed, update)), so a checkpoint's counters are the whole
+// random state and a resumed run repeats the uninterrupted one bit for bit.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "passes/train_step.h"
+#include "runtime/data/batching.h"
+#include "runtime/data/dataset.h"
+#include "runtime/executable.h"
+#include "runtime/param_store.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/evaluate.h"
+#include "runtime/train/spec.h"
+#include "runtime/train/translator.h"
+
+namespace tgc::train {
+
+// What defines a run (stored in checkpoints; a resumed run keeps them).
+struct TrainConfig {
+  int64_t batchSize = 64;
+  int buckets = 2;         // length buckets (one compiled step each)
+  uint64_t seed = 1;       // parameters, data order, dropout
+  OptimizerConfig optimizer;
+  int64_t validEvery = 100;      // steps between validations (0: none)
+  int64_t validSize = 256;       // validation examples decoded (greedy) each time
+  int64_t checkpointEvery = 500; // steps between checkpoints (0: only at the end)
+  int keepCheckpoints = 3;
+  int maxBadSteps = 10;          // non-finite steps in a row that stop training
+  int64_t decodeBatch = 128;     // rows per decoding run
+
+  std::string toJson() const;
+  static TrainConfig fromJson(std::string_view text);
+};
+
+// When this invocation stops (not stored: a resumed run sets its own).
+struct StopRule {
+  int64_t steps = 0;     // stop at this total step count (0: no limit)
+  double seconds = 0;    // wall time of this invocation, compiles included (0: no limit)
+  // Time kept free at the end for the caller's evaluation of this many sentences (measured
+  // from validation's decoding speed).
+  int64_t reserveSentences = 0;
+};
+
+struct TrainResult {
+  enum class Reason { steps, time, interrupted, nonFinite } reason = Reason::steps;
+  int64_t step = 0, updates = 0, skipped = 0;
+  double seconds = 0;          // this invocation
+  double compileSeconds = 0;   // training-step compiles of this invocation
+  double stepSeconds = 0;      // inside training steps
+  int64_t stepsRun = 0;        // steps of this invocation
+  int64_t tokens = 0;          // source + target tokens of this invocation's batches
+  std::string checkpoint;      // the last checkpoint written
+  std::string message;         // why it stopped, for the user
+  ValidRow lastValid;          // the last validation (step 0 when none)
+};
+
+class Trainer {
+ public:
+  // A new run in `outDir` (created). `model.sets` without the vocabulary sizes.
+  Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
+          runtime::ExecOptions exec = runtime::ExecOptions::fromEnv(), std::ostream* log = nullptr);
+  // Continues the run of a checkpoint (file, or run directory: its newest checkpoint),
+  // writing into `outDir` (empty: the checkpoint's run directory).
+  static std::unique_ptr<Trainer> resume(const std::string& checkpoint, std::string outDir,
+                                         runtime::ExecOptions exec = runtime::ExecOptions::fromEnv(),
+                                         std::ostream* log = nullptr);
+  ~Trainer();
+
+  // Trains until `rule` or `stop` says so, then writes a checkpoint and the reports.
+  TrainResult train(const StopRule& rule, const std::atomic<bool>* stop = nullptr);
+
+  // One training step on the next batch; returns its history row (loss NaN when skipped).
+  HistoryRow step();
+  ValidRow validate();
+  // Progress lines rewrite one terminal line (\r) instead of printing one every 10 s.
+  void setTty(bool tty) { tty_ = tty; }
+  std::string saveCheckpoint();  // returns its path; prunes old ones
+
+  const data::TranslationData& data() const { return data_; }
+  const ModelSpec& model() const { return modelWithVocab_; }  // vocabulary sizes included
+  const TrainConfig& config() const { return config_; }
+  const std::string& outDir() const { return outDir_; }
+  runtime::ParamStore& store() { return store_; }
+  const std::vector<HistoryRow>& history() const { return history_; }
+  const std::vector<ValidRow>& validHistory() const { return valid_; }
+  int64_t stepCount() const { return stepCount_; }
+  int64_t updates() const { return updates_; }
+  int64_t skipped() const { return skipped_; }
+  // A translator with the current parameters.
+  Translator& translator();
+  std::map<std::string, Tensor> parameters() const;
+
+ private:
+  Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
+          runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from);
+  runtime::Executable& stepFor(int bucket);
+  runtime::Executable& lossExecutable(const data::BucketShape& shape);
+  void say(const std::string& line);
+  void progress(const HistoryRow& r, const StopRule& rule, double elapsed);
+
+  ModelSpec model_, modelWithVocab_;
+  DataSpec dataSpec_;
+  TrainConfig config_;
+  std::string outDir_;
+  runtime::ExecOptions exec_;
+  std::ostream* log_;
+  bool tty_ = false;
+
+  data::TranslationData data_;
+  std::unique_ptr<data::Batcher> batcher_;
+  std::vector<std::unique_ptr<runtime::Executable>> steps_;  // per bucket
+  std::unique_ptr<runtime::Executable> lossExe_;
+  std::unique_ptr<data::Batcher> validBatcher_;
+  std::unique_ptr<Translator> translator_;
+  runtime::ParamStore store_;
+  std::vector<std::string> paramNames_;
+
+  int64_t stepCount_ = 0, updates_ = 0, skipped_ = 0, badInARow_ = 0;
+  double secondsBefore_ = 0;  // training time of earlier invocations
+  std::vector<HistoryRow> history_;
+  std::vector<ValidRow> valid_;
+  std::vector<data::BatchPlan> epochPlan_;
+  int64_t epochPlanned_ = -1;
+  double compileSeconds_ = 0, stepSeconds_ = 0;
+  double decodeSecondsPerSentence_ = 0;  // from the last validation
+  // This invocation of train(): source + target tokens, steps, seconds inside steps.
+  double tokensThisRun_ = 0, stepSecondsThisRun_ = 0;
+  int64_t stepsThisRun_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point lastPrint_;
+  std::string lastCheckpoint_;
+};
+
+// Adds the non-finite guard to a training-step graph (outputs loss first and grad_norm):
+// every output new.X becomes where(finite, new.X, X), and an output "finite" (bool) is
+// appended. Returns the number of guarded outputs.
+size_t guardNonFinite(Graph& g);
+
+}  // namespace tgc::train

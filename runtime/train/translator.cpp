@@ -1,0 +1,289 @@
+#include "runtime/train/translator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "runtime/data/batching.h"
+#include "runtime/data/vocab.h"
+
+namespace tgc::train {
+
+using data::Vocab;
+
+namespace {
+
+int64_t nextPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+Tensor i64Tensor(Shape shape) { return Tensor(TensorType{DType::i64, std::move(shape)}); }
+
+// Source rows padded to S (filled up with copies of the last one, never all-padding rows).
+Tensor sourceRows(const std::vector<const std::vector<int64_t>*>& sources, int64_t B, int64_t S) {
+  std::vector<std::vector<int64_t>> rows;
+  for (const auto* s : sources) rows.push_back(*s);
+  return data::sourceTensor(rows, B, S, /*repeatLast=*/true);
+}
+
+int64_t longest(const std::vector<const std::vector<int64_t>*>& sources) {
+  int64_t n = 1;
+  for (const auto* s : sources) n = std::max<int64_t>(n, static_cast<int64_t>(s->size()));
+  return n;
+}
+
+int64_t maxSteps(const std::vector<const std::vector<int64_t>*>& sources, const DecodeOptions& o) {
+  return o.maxLen > 0 ? o.maxLen : 2 * longest(sources) + 10;
+}
+
+// The best token after a prefix: never pad or bos.
+int64_t argmaxToken(const float* lp, int64_t V) {
+  int64_t best = Vocab::kEos;
+  for (int64_t v = Vocab::kEos; v < V; ++v)
+    if (lp[v] > lp[best]) best = v;
+  return best;
+}
+
+double lengthPenalty(int64_t len, double alpha) {
+  return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
+}
+
+}  // namespace
+
+int64_t lengthBucket(int64_t n) { return std::max<int64_t>(16, nextPow2(n)); }
+
+Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
+                       runtime::ExecOptions exec)
+    : model_(std::move(model)), params_(std::move(params)), exec_(exec) {
+  exec_.updateInPlace = false;
+}
+
+Translator::~Translator() = default;
+
+runtime::Executable& Translator::encoder(int64_t B, int64_t S) {
+  auto& slot = encoders_[{B, S}];
+  if (!slot) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CompiledModel m = compileModelFile(model_.path, model_.options("encode", {{"B", B}, {"S", S}}));
+    slot = runtime::Executable::compile(*m.graph, exec_);
+    compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return *slot;
+}
+
+runtime::Executable& Translator::decoder(int64_t B, int64_t S, int64_t T) {
+  auto& slot = decoders_[{B, S, T}];
+  if (!slot) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CompiledModel m = compileModelFile(
+        model_.path, model_.options("decode_at", {{"B", B}, {"S", S}, {"T", T}}));
+    slot = runtime::Executable::compile(*m.graph, exec_);
+    compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return *slot;
+}
+
+std::map<std::string, Tensor> Translator::inputs(std::map<std::string, Tensor> data) const {
+  for (const auto& [name, t] : params_) data.emplace(name, t);
+  return data;
+}
+
+Tensor Translator::encode(const Tensor& src) {
+  const int64_t B = src.shape()[0], S = src.shape()[1];
+  return encoder(B, S).run(inputs({{"src", src}}))[0];
+}
+
+Tensor Translator::step(const Tensor& src, const Tensor& memory,
+                        const std::vector<std::vector<int64_t>>& prefixes) {
+  const int64_t B = src.shape()[0], S = src.shape()[1];
+  int64_t len = 1;
+  for (const auto& p : prefixes) len = std::max<int64_t>(len, static_cast<int64_t>(p.size()));
+  const int64_t T = lengthBucket(len);
+  Tensor tgt = i64Tensor({B, T}), rows = i64Tensor({B});
+  auto* t = tgt.as<int64_t>();
+  auto* r = rows.as<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    // Rows past the real ones repeat the last prefix (their results are ignored).
+    const auto& p = prefixes[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(prefixes.size()) - 1))];
+    std::copy(p.begin(), p.end(), t + b * T);
+    r[b] = b * T + static_cast<int64_t>(p.size()) - 1;
+  }
+  return decoder(B, S, T).run(inputs({{"src", src}, {"memory", memory}, {"tgt", tgt}, {"rows", rows}}))[0];
+}
+
+std::vector<std::vector<int64_t>> Translator::translate(
+    const std::vector<std::vector<int64_t>>& sources, const DecodeOptions& o) {
+  if (o.beam < 1) throw std::invalid_argument("beam size must be at least 1");
+  std::vector<std::vector<int64_t>> out(sources.size());
+  // Longest first, so each batch holds sources of similar length (less padding).
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+  const int64_t perBatch =
+      std::max<int64_t>(1, o.beam == 1 ? o.batchSize : o.batchSize / o.beam);
+  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(perBatch)) {
+    const size_t n = std::min(order.size() - i, static_cast<size_t>(perBatch));
+    std::vector<const std::vector<int64_t>*> batch;
+    for (size_t k = 0; k < n; ++k) batch.push_back(&sources[order[i + k]]);
+    std::vector<std::vector<int64_t>> result(n);
+    if (o.beam == 1)
+      greedyBatch(batch, static_cast<int64_t>(n), o, result);
+    else
+      beamBatch(batch, static_cast<int64_t>(n), o, result);
+    for (size_t k = 0; k < n; ++k) out[order[i + k]] = std::move(result[k]);
+  }
+  return out;
+}
+
+void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sources,
+                             int64_t rows, const DecodeOptions& o,
+                             std::vector<std::vector<int64_t>>& out) {
+  const int64_t B = nextPow2(rows), S = lengthBucket(longest(sources));
+  const Tensor src = sourceRows(sources, B, S);
+  const Tensor memory = encode(src);
+  std::vector<std::vector<int64_t>> prefixes(static_cast<size_t>(rows), {Vocab::kBos});
+  std::vector<bool> done(static_cast<size_t>(rows), false);
+  const int64_t limit = maxSteps(sources, o);
+  for (int64_t t = 0; t < limit; ++t) {
+    const Tensor lp = step(src, memory, prefixes);
+    const int64_t V = lp.shape()[1];
+    bool all = true;
+    for (int64_t b = 0; b < rows; ++b) {
+      if (done[static_cast<size_t>(b)]) continue;
+      const int64_t tok = argmaxToken(lp.as<float>() + b * V, V);
+      if (tok == Vocab::kEos)
+        done[static_cast<size_t>(b)] = true;
+      else
+        prefixes[static_cast<size_t>(b)].push_back(tok);
+      all = all && done[static_cast<size_t>(b)];
+    }
+    if (all) break;
+  }
+  for (int64_t b = 0; b < rows; ++b)
+    out[static_cast<size_t>(b)].assign(prefixes[static_cast<size_t>(b)].begin() + 1,
+                                       prefixes[static_cast<size_t>(b)].end());
+}
+
+// Beam search over `sentences` sentences at once, `beam` rows each. Every step extends each
+// live hypothesis by its best `beam` tokens; a candidate ending in eos is set aside as
+// finished (scored by log-probability over the length penalty), the best others stay live.
+// A sentence is done when it has `beam` finished hypotheses or the best live one cannot beat
+// its best finished one any more (live scores only fall).
+void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sources,
+                           int64_t sentences, const DecodeOptions& o,
+                           std::vector<std::vector<int64_t>>& out) {
+  const int64_t K = o.beam;
+  const int64_t Benc = nextPow2(sentences), S = lengthBucket(longest(sources));
+  const Tensor encSrc = sourceRows(sources, Benc, S);
+  const Tensor encMemory = encode(encSrc);
+  // Each sentence's source and memory repeated for its K rows (the encoder ran once).
+  const int64_t B = nextPow2(sentences * K), D = encMemory.shape()[2];
+  Tensor src = i64Tensor({B, S});
+  Tensor memory(TensorType{encMemory.dtype(), {B, S, D}});
+  const size_t memRow = static_cast<size_t>(S * D) * dtypeSize(encMemory.dtype());
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t s = std::min(r / K, sentences - 1);
+    std::copy_n(encSrc.as<int64_t>() + s * S, S, src.as<int64_t>() + r * S);
+    std::memcpy(static_cast<char*>(memory.data()) + static_cast<size_t>(r) * memRow,
+                static_cast<const char*>(encMemory.data()) + static_cast<size_t>(s) * memRow, memRow);
+  }
+
+  struct Hyp {
+    std::vector<int64_t> tokens;  // bos first
+    double logp = 0;
+  };
+  struct Finished {
+    std::vector<int64_t> tokens;  // without bos and eos
+    double score = 0;
+  };
+  std::vector<std::vector<Hyp>> live(static_cast<size_t>(sentences), {Hyp{{Vocab::kBos}, 0.0}});
+  std::vector<std::vector<Finished>> finished(static_cast<size_t>(sentences));
+  const int64_t limit = maxSteps(sources, o);
+  for (int64_t t = 0; t < limit; ++t) {
+    // One row per live hypothesis; unused rows repeat a live one.
+    std::vector<std::vector<int64_t>> prefixes;
+    std::vector<std::pair<int64_t, size_t>> owner;  // row -> (sentence, hypothesis)
+    for (int64_t s = 0; s < sentences; ++s)
+      for (size_t h = 0; h < live[static_cast<size_t>(s)].size(); ++h) {
+        prefixes.push_back(live[static_cast<size_t>(s)][h].tokens);
+        owner.emplace_back(s, h);
+      }
+    if (prefixes.empty()) break;
+    // Rows are laid out sentence by sentence in blocks of K, matching src and memory.
+    std::vector<std::vector<int64_t>> rowsPrefix(static_cast<size_t>(B), prefixes.front());
+    std::vector<int64_t> rowOf(prefixes.size());
+    std::vector<int64_t> used(static_cast<size_t>(sentences), 0);
+    for (size_t i = 0; i < prefixes.size(); ++i) {
+      const int64_t s = owner[i].first;
+      const int64_t row = s * K + used[static_cast<size_t>(s)]++;
+      rowsPrefix[static_cast<size_t>(row)] = prefixes[i];
+      rowOf[i] = row;
+    }
+    const Tensor lp = step(src, memory, rowsPrefix);
+    const int64_t V = lp.shape()[1];
+
+    std::vector<std::vector<std::pair<double, std::pair<size_t, int64_t>>>> cands(
+        static_cast<size_t>(sentences));
+    for (size_t i = 0; i < prefixes.size(); ++i) {
+      const auto [s, h] = owner[i];
+      const float* row = lp.as<float>() + rowOf[i] * V;
+      // This hypothesis's best K tokens (never pad or bos).
+      std::vector<int64_t> ids(static_cast<size_t>(V - Vocab::kEos));
+      std::iota(ids.begin(), ids.end(), Vocab::kEos);
+      const size_t k = std::min(ids.size(), static_cast<size_t>(K));
+      std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                        [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      for (size_t j = 0; j < k; ++j)
+        cands[static_cast<size_t>(s)].push_back(
+            {live[static_cast<size_t>(s)][h].logp + row[ids[j]], {h, ids[j]}});
+    }
+    for (int64_t s = 0; s < sentences; ++s) {
+      auto& c = cands[static_cast<size_t>(s)];
+      auto& fin = finished[static_cast<size_t>(s)];
+      std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<Hyp> next;
+      for (const auto& [logp, hk] : c) {
+        if (static_cast<int64_t>(next.size()) >= K || static_cast<int64_t>(fin.size()) >= K) break;
+        const Hyp& parent = live[static_cast<size_t>(s)][hk.first];
+        if (hk.second == Vocab::kEos) {
+          std::vector<int64_t> toks(parent.tokens.begin() + 1, parent.tokens.end());
+          const double score = logp / lengthPenalty(static_cast<int64_t>(toks.size()) + 1, o.lengthPenalty);
+          fin.push_back({std::move(toks), score});
+        } else {
+          Hyp h{parent.tokens, logp};
+          h.tokens.push_back(hk.second);
+          next.push_back(std::move(h));
+        }
+      }
+      // Done: K finished, or no live hypothesis can still beat the best finished one (its
+      // log-probability only falls; the penalty is largest at the length limit).
+      double bestFin = -std::numeric_limits<double>::infinity();
+      for (const auto& f : fin) bestFin = std::max(bestFin, f.score);
+      bool hopeless = !fin.empty() && o.lengthPenalty >= 0;
+      for (const Hyp& h : next)
+        hopeless = hopeless && h.logp / lengthPenalty(limit + 1, o.lengthPenalty) <= bestFin;
+      if (static_cast<int64_t>(fin.size()) >= K || hopeless) next.clear();
+      live[static_cast<size_t>(s)] = std::move(next);
+    }
+  }
+  for (int64_t s = 0; s < sentences; ++s) {
+    auto& fin = finished[static_cast<size_t>(s)];
+    for (const Hyp& h : live[static_cast<size_t>(s)])  // unfinished at the length limit
+      fin.push_back({std::vector<int64_t>(h.tokens.begin() + 1, h.tokens.end()),
+                     h.logp / lengthPenalty(static_cast<int64_t>(h.tokens.size()), o.lengthPenalty)});
+    const auto best = std::max_element(fin.begin(), fin.end(), [](const auto& a, const auto& b) {
+      return a.score < b.score;
+    });
+    if (best != fin.end()) out[static_cast<size_t>(s)] = best->tokens;
+  }
+}
+
+}  // namespace tgc::train
