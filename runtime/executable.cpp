@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -65,6 +66,8 @@ struct Launch {
   std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)
   std::vector<void*> ptrs;    // resolved at the start of each run
   std::vector<int> dying;     // arena slots last used here (poisoned after it)
+  double seconds = 0;         // with ExecOptions::profile: time spent, over all runs
+  int64_t runs = 0;
 };
 
 // Bytes that read as NaN in every float format, or an unlikely integer pattern.
@@ -257,11 +260,78 @@ codegen::GemmDesc gemmDescFor(const Node& n) {
     sb *= bB[i];
     sc *= count;
   }
+  // One B for a batch of A's stored back to back (activations times a weight): one product
+  // with the batch folded into A's rows, so B is packed once instead of once per item.
+  if (batch.size() == 1 && !ta && strideB[0] == 0 && strideA[0] == m * d.lda &&
+      strideC[0] == m * nn) {
+    d.m *= batch[0];
+    batch.clear();
+    strideA.clear();
+    strideB.clear();
+    strideC.clear();
+  }
   d.batch.assign(batch.rbegin(), batch.rend());
   d.strideA.assign(strideA.rbegin(), strideA.rend());
   d.strideB.assign(strideB.rbegin(), strideB.rend());
   d.strideC.assign(strideC.rbegin(), strideC.rend());
   return d;
+}
+
+// Rewrites reduce_sum(matmul(a, b, transpose_a), axes = every batch dim) into one matmul
+// of a and b viewed with the batch folded into the contraction: sum_i a_i^T b_i is
+// [a_1; a_2; ...]^T [b_1; b_2; ...]. Autodiff produces this for every weight gradient of a
+// batched activation (x^T dy); the rewrite skips the batch of per-item products and their
+// sum. Returns how many were rewritten.
+int foldBatchReductionsIntoGemms(Graph& g) {
+  auto users = g.computeUsers();
+  std::vector<Value*> outputs = g.outputs();
+  std::vector<Node*> candidates;
+  for (const auto& n : g.nodes()) {
+    if (n->op() != OpKind::ReduceSum || n->attrBool("keepdims")) continue;
+    Node* mm = n->operand(0)->def();
+    if (mm->op() != OpKind::MatMul || !mm->attrBool("transpose_a") ||
+        mm->attrBool("transpose_b"))
+      continue;
+    const TensorType& at = mm->operand(0)->type();
+    const TensorType& bt = mm->operand(1)->type();
+    const TensorType& ot = mm->result()->type();
+    const int64_t nb = ot.rank() - 2;
+    if (nb < 1 || at.rank() != ot.rank() || bt.rank() != ot.rank() || !isFloat(ot.dtype)) continue;
+    if (!std::equal(at.shape.begin(), at.shape.begin() + nb, ot.shape.begin()) ||
+        !std::equal(bt.shape.begin(), bt.shape.begin() + nb, ot.shape.begin()))
+      continue;  // broadcast batch dims
+    std::vector<int64_t> axes = n->attrInts("axes");
+    for (int64_t& a : axes) a = a < 0 ? a + ot.rank() : a;
+    std::sort(axes.begin(), axes.end());
+    std::vector<int64_t> batchAxes(static_cast<size_t>(nb));
+    std::iota(batchAxes.begin(), batchAxes.end(), int64_t{0});
+    if (axes != batchAxes) continue;
+    if (users[mm->result()].size() != 1 ||
+        std::find(outputs.begin(), outputs.end(), mm->result()) != outputs.end())
+      continue;
+    candidates.push_back(n.get());
+  }
+  for (Node* red : candidates) {
+    Node* mm = red->operand(0)->def();
+    Value* a = mm->operand(0);
+    Value* b = mm->operand(1);
+    const int64_t k = a->type().numel() / std::max<int64_t>(1, a->type().shape.back());
+    const std::string base = red->result()->name();
+    Node* ra = g.add(OpKind::Reshape, {a},
+                     {{"shape", std::vector<int64_t>{k, a->type().shape.back()}}},
+                     {base + ".folded_a"});
+    Node* rb = g.add(OpKind::Reshape, {b},
+                     {{"shape", std::vector<int64_t>{k, b->type().shape.back()}}},
+                     {base + ".folded_b"});
+    Node* prod = g.add(OpKind::MatMul, {ra->result(), rb->result()},
+                       {{"transpose_a", true}, {"transpose_b", false}}, {base + ".folded"});
+    for (Node* n : {ra, rb, prod}) g.moveBefore(n, red);
+    g.replaceAllUsesWith(red->result(), prod->result());
+    g.erase(red);
+    g.erase(mm);
+    g.renameValue(prod->result(), base);
+  }
+  return static_cast<int>(candidates.size());
 }
 
 struct AlignedFree {
@@ -293,6 +363,7 @@ ExecOptions ExecOptions::fromEnv() {
   ExecOptions o;
   o.useCache = !envFlag("TGC_NO_CACHE");
   o.poisonFreed = envFlag("TGC_POISON");
+  o.profile = envFlag("TGC_PROFILE");
   return o;
 }
 
@@ -340,6 +411,7 @@ struct Executable::Impl {
 std::vector<kir::Kernel> lowerGraphKernels(const Graph& g) {
   auto graph = g.clone();
   graph->removeDeadNodes();
+  foldBatchReductionsIntoGemms(*graph);
   NameUniquer unique;
   std::vector<kir::Kernel> out;
   for (const auto& n : graph->nodes())
@@ -365,6 +437,7 @@ std::unique_ptr<Executable> Executable::compile(const Graph& g, const ExecOption
 void Executable::Impl::build(const Graph& source) {
   auto graph = source.clone();
   graph->removeDeadNodes();
+  stats.foldedReductions = foldBatchReductionsIntoGemms(*graph);
   std::unordered_map<const Value*, int> slotOf;
   auto newSlot = [&](const Value& v, SlotKind kind, int index) {
     Slot s;
@@ -628,12 +701,18 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs) {
 
   for (Launch& l : launches) {
     for (size_t i = 0; i < l.slots.size(); ++i) l.ptrs[i] = slotPtr[static_cast<size_t>(l.slots[i])];
+    const auto t0 = opts.profile ? std::chrono::steady_clock::now()
+                                 : std::chrono::steady_clock::time_point{};
     if (l.kind == Launch::Kind::Kernel) {
       runKernel(l);
     } else if (l.gemmZeroK) {
       std::memset(l.ptrs[2], 0, static_cast<size_t>(slots[static_cast<size_t>(l.slots[2])].bytes));
     } else if (slots[static_cast<size_t>(l.slots[2])].bytes > 0) {
       codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
+    }
+    if (opts.profile) {
+      l.seconds += secondsSince(t0);
+      ++l.runs;
     }
     if (opts.poisonFreed)
       for (int s : l.dying) poison(slotPtr[static_cast<size_t>(s)], slots[static_cast<size_t>(s)].bytes, slots[static_cast<size_t>(s)].dtype);
@@ -736,6 +815,13 @@ std::vector<std::string> Executable::launchNames() const {
   std::vector<std::string> names;
   for (const Launch& l : impl_->launches) names.push_back(l.name);
   return names;
+}
+
+std::vector<Executable::LaunchTime> Executable::profile() const {
+  std::vector<LaunchTime> out;
+  for (const Launch& l : impl_->launches)
+    out.push_back({l.name, l.kind == Launch::Kind::Gemm, l.seconds, l.runs});
+  return out;
 }
 
 std::vector<Executable::ArenaBuffer> Executable::arenaBuffers() const {

@@ -45,8 +45,10 @@ struct ExecOptions {
   bool poisonFreed = false;
   int numThreads = 0;     // 0: the process-wide pool (TGC_NUM_THREADS, else every core)
   bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
+  bool profile = false;   // time every launch (Executable::profile)
 
-  // Defaults, with TGC_NO_CACHE=1 turning the cache off and TGC_POISON=1 poisoning.
+  // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning and
+  // TGC_PROFILE=1 profiling.
   static ExecOptions fromEnv();
 };
 
@@ -55,6 +57,8 @@ struct ExecStats {
   int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
   int views = 0;    // reshapes that share their operand's memory
+  // reduce_sum over a batched matmul's batch dims, computed as one GEMM (weight gradients)
+  int foldedReductions = 0;
   int64_t arenaBytes = 0;     // the planned arena
   int64_t bufferBytes = 0;    // every arena buffer added up: the arena without reuse
   int64_t peakLiveBytes = 0;  // the most bytes live at one launch (a bound on any plan)
@@ -99,6 +103,16 @@ class Executable {
 
   // The arena buffers, for tests of the plan: each graph value placed in the arena (views
   // share their operand's entry) with its byte range and live launches.
+  // With ExecOptions::profile: wall time per launch summed over the runs so far, in
+  // launch order.
+  struct LaunchTime {
+    std::string name;
+    bool gemm = false;
+    double seconds = 0;
+    int64_t runs = 0;
+  };
+  std::vector<LaunchTime> profile() const;
+
   struct ArenaBuffer {
     std::string value;
     int64_t offset = 0, bytes = 0;

@@ -52,6 +52,7 @@ struct RunOptions {
   CLI::Option* repeat_opt = nullptr;
   std::string timing_json;
   bool no_cache = false;
+  bool profile = false;
 };
 
 constexpr const char* kFooter = R"(
@@ -336,6 +337,30 @@ std::vector<Tensor> runInterp(const Graph& g, std::map<std::string, Tensor> inpu
   return results;
 }
 
+// --profile: where the time of the runs went, launch by launch (most expensive first).
+void printProfile(const runtime::Executable& exe) {
+  auto launches = exe.profile();
+  double total = 0, gemm = 0;
+  for (const auto& l : launches) {
+    total += l.seconds;
+    if (l.gemm) gemm += l.seconds;
+  }
+  const int64_t runs = launches.empty() ? 0 : launches.front().runs;
+  std::stable_sort(launches.begin(), launches.end(),
+                   [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  fmt::print(stderr,
+             "tgc run: profile over {} run{}: {:.3f} ms per run in launches, GEMMs {:.1f}%, "
+             "kernels {:.1f}%\n",
+             runs, runs == 1 ? "" : "s", runs ? total / static_cast<double>(runs) * 1e3 : 0.0,
+             total > 0 ? 100 * gemm / total : 0.0, total > 0 ? 100 * (total - gemm) / total : 0.0);
+  constexpr size_t kShown = 25;
+  for (size_t i = 0; i < std::min(kShown, launches.size()); ++i)
+    fmt::print(stderr, "  {:6.2f}%  {:9.3f} ms  {}\n",
+               total > 0 ? 100 * launches[i].seconds / total : 0.0,
+               runs ? launches[i].seconds / static_cast<double>(runs) * 1e3 : 0.0,
+               launches[i].name);
+}
+
 std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> inputs,
                            const RunOptions& o, Timing& timing) {
   std::unique_ptr<Graph> promoted;
@@ -347,6 +372,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
   }
   runtime::ExecOptions eo = runtime::ExecOptions::fromEnv();
   if (o.no_cache) eo.useCache = false;
+  if (o.profile) eo.profile = true;
   eo.updateInPlace = !statePairs(*g).empty();
   const auto t0 = std::chrono::steady_clock::now();
   auto exe = runtime::Executable::compile(*g, eo);
@@ -360,6 +386,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
       results = exe->run(inputs);
       timing.run_s.push_back(secondsSince(t1));
     }
+    if (eo.profile) printProfile(*exe);
     return results;
   }
   runtime::ParamStore store;
@@ -379,6 +406,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
     auto it = out.find(v->name());
     results.push_back(it != out.end() ? it->second : store.at(v->name().substr(4)));
   }
+  if (eo.profile) printProfile(*exe);
   return results;
 }
 
@@ -488,6 +516,8 @@ void registerRun(CLI::App& app) {
       ->type_name("FILE");
   cmd->add_flag("--no-cache", o->no_cache,
                 "cpu backend: compile every kernel, neither reading nor writing the kernel cache");
+  cmd->add_flag("--profile", o->profile,
+                "cpu backend: time every launch and print the most expensive ones to stderr");
   cmd->callback([o] {
     try {
       runGraph(*o);

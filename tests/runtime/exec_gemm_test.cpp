@@ -70,6 +70,28 @@ TEST(ExecGemm, BatchDimsBroadcastLikeNumpy) {
   expectMatchesInterpreter({{1, 1, 3, 2}, {1, 2, 5}});
 }
 
+// Weight gradients: sum over the batch of x_i^T dy_i runs as one GEMM over the folded batch.
+TEST(ExecGemm, BatchSumOfTransposedProductsIsOneGemm) {
+  auto g = std::make_unique<Graph>("wgrad");
+  Builder b(*g);
+  Value* x = b.input("x", TensorType{DType::f32, {4, 3, 7, 5}});
+  Value* dy = b.input("dy", TensorType{DType::f32, {4, 3, 7, 6}});
+  Value* prod = b.matmul(x, dy, true, false, "prod");
+  Value* w = b.op(OpKind::ReduceSum, {prod}, {{"axes", std::vector<int64_t>{0, -3}}}, "w");
+  Value* other = b.op(OpKind::ReduceSum, {b.matmul(x, dy, true, false, "p2")},
+                      {{"axes", std::vector<int64_t>{0}}}, "partial");  // not every batch dim
+  g->setOutputs({w, other});
+  auto exe = runtime::Executable::compile(*g, testing::testExecOptions());
+  EXPECT_EQ(exe->stats().foldedReductions, 1);
+  EXPECT_EQ(exe->stats().gemms, 2);
+  EXPECT_EQ(exe->stats().kernels, 1);
+  auto in = testing::randomInputs(*g, 4);
+  auto want = Interpreter().run(*g, in);
+  auto got = exe->run(in);
+  EXPECT_TRUE(testing::allClose(got[0], want[0], 1e-5, 1e-5));
+  EXPECT_TRUE(testing::allClose(got[1], want[1], 1e-5, 1e-5));
+}
+
 TEST(ExecGemm, IntegerMatmulIsAClearError) {
   auto g = matmulGraph({{2, 3}, {3, 4}, false, false, DType::i32});
   try {

@@ -135,6 +135,7 @@ TEST(CompiledTrainStep, PlanIsSoundAndStateIsUpdatedWithoutCopies) {
   EXPECT_EQ(static_cast<size_t>(s.stateInPlace + s.stateCopies), exe->stateNames().size());
   EXPECT_EQ(s.stateCopies, 0) << "every new.X should be written straight into X";
   EXPECT_GT(s.gemms, 0);
+  EXPECT_GT(s.foldedReductions, 0) << "weight gradients should be single GEMMs";
   EXPECT_LT(s.distinctKernels, s.kernels / 4) << "layers' identical kernels compiled once each";
   EXPECT_LT(s.arenaBytes, s.bufferBytes / 2);
   EXPECT_GE(s.arenaBytes, s.peakLiveBytes);
