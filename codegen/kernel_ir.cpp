@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
-#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -22,40 +22,68 @@ bool isArith(DType t) { return isComputeFloat(t) || isInteger(t); }
 
 std::string_view unaryName(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Abs: return "abs";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Rsqrt: return "rsqrt";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Erf: return "erf";
-    case UnaryOp::Not: return "not";
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Abs:
+      return "abs";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Rsqrt:
+      return "rsqrt";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Erf:
+      return "erf";
+    case UnaryOp::Not:
+      return "not";
   }
   return "?";
 }
 
 std::string_view binaryName(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: return "+";
-    case BinaryOp::Sub: return "-";
-    case BinaryOp::Mul: return "*";
-    case BinaryOp::Div: return "/";
-    case BinaryOp::Rem: return "%";
-    case BinaryOp::Pow: return "pow";
-    case BinaryOp::Max: return "max";
-    case BinaryOp::Min: return "min";
-    case BinaryOp::Eq: return "==";
-    case BinaryOp::Ne: return "!=";
-    case BinaryOp::Lt: return "<";
-    case BinaryOp::Le: return "<=";
-    case BinaryOp::Gt: return ">";
-    case BinaryOp::Ge: return ">=";
-    case BinaryOp::And: return "&";
-    case BinaryOp::Or: return "|";
-    case BinaryOp::Xor: return "^";
-    case BinaryOp::Shl: return "<<";
-    case BinaryOp::Shr: return ">>";
+    case BinaryOp::Add:
+      return "+";
+    case BinaryOp::Sub:
+      return "-";
+    case BinaryOp::Mul:
+      return "*";
+    case BinaryOp::Div:
+      return "/";
+    case BinaryOp::Rem:
+      return "%";
+    case BinaryOp::Pow:
+      return "pow";
+    case BinaryOp::Max:
+      return "max";
+    case BinaryOp::Min:
+      return "min";
+    case BinaryOp::Eq:
+      return "==";
+    case BinaryOp::Ne:
+      return "!=";
+    case BinaryOp::Lt:
+      return "<";
+    case BinaryOp::Le:
+      return "<=";
+    case BinaryOp::Gt:
+      return ">";
+    case BinaryOp::Ge:
+      return ">=";
+    case BinaryOp::And:
+      return "&";
+    case BinaryOp::Or:
+      return "|";
+    case BinaryOp::Xor:
+      return "^";
+    case BinaryOp::Shl:
+      return "<<";
+    case BinaryOp::Shr:
+      return ">>";
   }
   return "?";
 }
@@ -70,14 +98,17 @@ DType unaryResult(UnaryOp op, DType t) {
                      dtypeName(t), dtypeName(t)));
   switch (op) {
     case UnaryOp::Neg:
-    case UnaryOp::Abs: return isArith(t) ? t : bad("f32, f64, i32 or i64");
+    case UnaryOp::Abs:
+      return isArith(t) ? t : bad("f32, f64, i32 or i64");
     case UnaryOp::Exp:
     case UnaryOp::Log:
     case UnaryOp::Sqrt:
     case UnaryOp::Rsqrt:
     case UnaryOp::Tanh:
-    case UnaryOp::Erf: return isComputeFloat(t) ? t : bad("f32 or f64");
-    case UnaryOp::Not: return isInteger(t) || t == DType::boolean ? t : bad("bool, i32 or i64");
+    case UnaryOp::Erf:
+      return isComputeFloat(t) ? t : bad("f32 or f64");
+    case UnaryOp::Not:
+      return isInteger(t) || t == DType::boolean ? t : bad("bool, i32 or i64");
   }
   return t;
 }
@@ -98,20 +129,25 @@ DType binaryResult(BinaryOp op, DType a, DType b) {
     case BinaryOp::Mul:
     case BinaryOp::Div:
     case BinaryOp::Max:
-    case BinaryOp::Min: return isArith(a) ? a : bad("f32, f64, i32 or i64");
+    case BinaryOp::Min:
+      return isArith(a) ? a : bad("f32, f64, i32 or i64");
     case BinaryOp::Rem:
     case BinaryOp::Shl:
-    case BinaryOp::Shr: return isInteger(a) ? a : bad("i32 or i64");
-    case BinaryOp::Pow: return isComputeFloat(a) ? a : bad("f32 or f64");
+    case BinaryOp::Shr:
+      return isInteger(a) ? a : bad("i32 or i64");
+    case BinaryOp::Pow:
+      return isComputeFloat(a) ? a : bad("f32 or f64");
     case BinaryOp::Eq:
     case BinaryOp::Ne:
     case BinaryOp::Lt:
     case BinaryOp::Le:
     case BinaryOp::Gt:
-    case BinaryOp::Ge: return DType::boolean;
+    case BinaryOp::Ge:
+      return DType::boolean;
     case BinaryOp::And:
     case BinaryOp::Or:
-    case BinaryOp::Xor: return isInteger(a) || a == DType::boolean ? a : bad("bool, i32 or i64");
+    case BinaryOp::Xor:
+      return isInteger(a) || a == DType::boolean ? a : bad("bool, i32 or i64");
   }
   return a;
 }
@@ -129,9 +165,7 @@ Expr blank(ExprKind kind, DType type) {
 
 ExprP make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
 
-bool isConstInt(const ExprP& e, int64_t v) {
-  return e->kind == ExprKind::Const && e->i == v;
-}
+bool isConstInt(const ExprP& e, int64_t v) { return e->kind == ExprKind::Const && e->i == v; }
 
 int64_t wrapAdd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
@@ -159,8 +193,8 @@ void checkIndexType(const ExprP& index, std::string_view what) {
 ExprP constInt(int64_t v, DType type) {
   if (!isInteger(type) && type != DType::boolean)
     fail(fmt::format("constInt of type {}: needs i32, i64 or bool", dtypeName(type)));
-  if (type == DType::i32 && (v < std::numeric_limits<int32_t>::min() ||
-                             v > std::numeric_limits<int32_t>::max()))
+  if (type == DType::i32 &&
+      (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()))
     fail(fmt::format("constInt {} does not fit in i32", v));
   if (type == DType::boolean && v != 0 && v != 1)
     fail(fmt::format("constInt {} of type bool: needs 0 or 1", v));
@@ -170,7 +204,8 @@ ExprP constInt(int64_t v, DType type) {
 }
 
 ExprP constFloat(double v, DType type) {
-  if (!isFloat(type)) fail(fmt::format("constFloat of type {}: needs a float type", dtypeName(type)));
+  if (!isFloat(type))
+    fail(fmt::format("constFloat of type {}: needs a float type", dtypeName(type)));
   Expr e = blank(ExprKind::Const, type);
   e.f = v;
   return make(std::move(e));
@@ -180,7 +215,8 @@ ExprP constBool(bool v) { return constInt(v ? 1 : 0, DType::boolean); }
 
 ExprP varRef(const Kernel& k, int var) {
   if (var < 0 || var >= static_cast<int>(k.vars.size()))
-    fail(fmt::format("variable {} out of range in kernel {} ({} variables)", var, k.name, k.vars.size()));
+    fail(fmt::format("variable {} out of range in kernel {} ({} variables)", var, k.name,
+                     k.vars.size()));
   Expr e = blank(ExprKind::Var, k.vars[var].type);
   e.var = var;
   return make(std::move(e));
@@ -221,7 +257,8 @@ ExprP select(ExprP cond, ExprP a, ExprP b) {
   if (cond->type != DType::boolean)
     fail(fmt::format("select condition must be bool, got {}", dtypeName(cond->type)));
   if (a->type != b->type)
-    fail(fmt::format("select arms differ in type: {} and {}", dtypeName(a->type), dtypeName(b->type)));
+    fail(fmt::format("select arms differ in type: {} and {}", dtypeName(a->type),
+                     dtypeName(b->type)));
   Expr e = blank(ExprKind::Select, a->type);
   e.args = {std::move(cond), std::move(a), std::move(b)};
   return make(std::move(e));
@@ -338,7 +375,8 @@ class Verifier {
   void run() {
     if (!isIdentifier(k_.name)) bad(fmt::format("the name '{}' is not a C identifier", k_.name));
     for (size_t b = 0; b < k_.buffers.size(); ++b) checkBuffer(static_cast<int>(b));
-    if (k_.parallelExtent < 0) bad(fmt::format("parallel extent {} is negative", k_.parallelExtent));
+    if (k_.parallelExtent < 0)
+      bad(fmt::format("parallel extent {} is negative", k_.parallelExtent));
     if (k_.costPerIteration < 0) bad("costPerIteration is negative");
     if (k_.parallelVar != -1) {
       checkVarIndex(k_.parallelVar, "the parallel variable");
@@ -376,10 +414,12 @@ class Verifier {
     checkBufferIndex(d.inPlaceOf, "buffer " + d.name + "'s inPlaceOf");
     const BufferDecl& src = k_.buffers[d.inPlaceOf];
     if (d.inPlaceOf == b) bad(fmt::format("buffer {} is in place of itself", d.name));
-    if (d.access == Access::Read) bad(fmt::format("buffer {} is read-only but in place of {}", d.name, src.name));
+    if (d.access == Access::Read)
+      bad(fmt::format("buffer {} is read-only but in place of {}", d.name, src.name));
     if (src.dtype != d.dtype || src.numel != d.numel)
-      bad(fmt::format("buffer {} ({}[{}]) is in place of {} ({}[{}]) of another type or size", d.name,
-                      dtypeName(d.dtype), d.numel, src.name, dtypeName(src.dtype), src.numel));
+      bad(fmt::format("buffer {} ({}[{}]) is in place of {} ({}[{}]) of another type or size",
+                      d.name, dtypeName(d.dtype), d.numel, src.name, dtypeName(src.dtype),
+                      src.numel));
   }
 
   void classify(const std::vector<StmtP>& body) {
@@ -389,7 +429,8 @@ class Verifier {
         case StmtKind::Loop:
           checkVarIndex(s->var, "a loop");
           if (role_[s->var] == Role::Local)
-            bad(fmt::format("variable {} is both a loop variable and an assigned local", varName(s->var)));
+            bad(fmt::format("variable {} is both a loop variable and an assigned local",
+                            varName(s->var)));
           role_[s->var] = Role::Loop;
           classify(s->body);
           break;
@@ -399,7 +440,8 @@ class Verifier {
             bad(fmt::format("assignment to loop variable {}", varName(s->var)));
           role_[s->var] = Role::Local;
           break;
-        case StmtKind::Store: break;
+        case StmtKind::Store:
+          break;
         case StmtKind::If:
           classify(s->body);
           classify(s->elseBody);
@@ -419,7 +461,8 @@ class Verifier {
         if (k_.vars[s.var].type != DType::i64)
           bad(fmt::format("loop variable {} must be i64, got {}", varName(s.var),
                           dtypeName(k_.vars[s.var].type)));
-        if (isBound(s.var)) bad(fmt::format("loop variable {} is bound twice in one nest", varName(s.var)));
+        if (isBound(s.var))
+          bad(fmt::format("loop variable {} is bound twice in one nest", varName(s.var)));
         if (s.extent < 0) bad(fmt::format("loop over {} has a negative extent", varName(s.var)));
         if (s.loop == LoopKind::Unroll && s.unroll < 1)
           bad(fmt::format("loop over {} is unrolled by {}", varName(s.var), s.unroll));
@@ -436,7 +479,8 @@ class Verifier {
         indexExpr(s.args[0], "store to " + d.name);
         DType t = expr(s.args[1]);
         if (t != d.dtype)
-          bad(fmt::format("store of {} to buffer {} of {}", dtypeName(t), d.name, dtypeName(d.dtype)));
+          bad(fmt::format("store of {} to buffer {} of {}", dtypeName(t), d.name,
+                          dtypeName(d.dtype)));
         return;
       }
       case StmtKind::Assign: {
@@ -469,7 +513,8 @@ class Verifier {
   }
 
   void arity(const Expr& e, size_t n, std::string_view what) const {
-    if (e.args.size() != n) bad(fmt::format("{} needs {} operand(s), has {}", what, n, e.args.size()));
+    if (e.args.size() != n)
+      bad(fmt::format("{} needs {} operand(s), has {}", what, n, e.args.size()));
   }
 
   // Expressions are DAGs: each node is checked once per statement (what a check depends
@@ -485,11 +530,14 @@ class Verifier {
   DType exprUncached(const Expr& e) {
     DType t = e.type;
     switch (e.kind) {
-      case ExprKind::Const: arity(e, 0, "a constant"); break;
+      case ExprKind::Const:
+        arity(e, 0, "a constant");
+        break;
       case ExprKind::Var:
         arity(e, 0, "a variable");
         checkVarIndex(e.var, "an expression");
-        if (k_.vars[e.var].type != t) bad(fmt::format("variable {} read with the wrong type", varName(e.var)));
+        if (k_.vars[e.var].type != t)
+          bad(fmt::format("variable {} read with the wrong type", varName(e.var)));
         if (role_[e.var] == Role::Loop && !isBound(e.var))
           bad(fmt::format("loop variable {} used outside its loop", varName(e.var)));
         if (role_[e.var] != Role::Loop && !assigned_[e.var])
@@ -505,19 +553,22 @@ class Verifier {
       }
       case ExprKind::Unary:
         arity(e, 1, unaryName(e.unary));
-        if (unaryResult(e.unary, expr(e.args[0])) != t) bad(fmt::format("{} has the wrong type", unaryName(e.unary)));
+        if (unaryResult(e.unary, expr(e.args[0])) != t)
+          bad(fmt::format("{} has the wrong type", unaryName(e.unary)));
         break;
       case ExprKind::Binary: {
         arity(e, 2, binaryName(e.binary));
         DType a = expr(e.args[0]);
         DType b = expr(e.args[1]);
-        if (binaryResult(e.binary, a, b) != t) bad(fmt::format("{} has the wrong type", binaryName(e.binary)));
+        if (binaryResult(e.binary, a, b) != t)
+          bad(fmt::format("{} has the wrong type", binaryName(e.binary)));
         break;
       }
       case ExprKind::Select:
         arity(e, 3, "select");
         if (expr(e.args[0]) != DType::boolean) bad("select condition is not bool");
-        if (expr(e.args[1]) != t || expr(e.args[2]) != t) bad("select arms do not have the select's type");
+        if (expr(e.args[1]) != t || expr(e.args[2]) != t)
+          bad("select arms do not have the select's type");
         break;
       case ExprKind::Cast:
         arity(e, 1, "cast");
@@ -554,9 +605,12 @@ namespace {
 
 std::string_view accessName(Access a) {
   switch (a) {
-    case Access::Read: return "read";
-    case Access::Write: return "write";
-    case Access::ReadWrite: return "readwrite";
+    case Access::Read:
+      return "read";
+    case Access::Write:
+      return "write";
+    case Access::ReadWrite:
+      return "readwrite";
   }
   return "?";
 }
@@ -567,23 +621,32 @@ int precedence(const Expr& e) {
   switch (e.binary) {
     case BinaryOp::Mul:
     case BinaryOp::Div:
-    case BinaryOp::Rem: return 10;
+    case BinaryOp::Rem:
+      return 10;
     case BinaryOp::Add:
-    case BinaryOp::Sub: return 9;
+    case BinaryOp::Sub:
+      return 9;
     case BinaryOp::Shl:
-    case BinaryOp::Shr: return 8;
+    case BinaryOp::Shr:
+      return 8;
     case BinaryOp::Lt:
     case BinaryOp::Le:
     case BinaryOp::Gt:
-    case BinaryOp::Ge: return 7;
+    case BinaryOp::Ge:
+      return 7;
     case BinaryOp::Eq:
-    case BinaryOp::Ne: return 6;
-    case BinaryOp::And: return 5;
-    case BinaryOp::Xor: return 4;
-    case BinaryOp::Or: return 3;
+    case BinaryOp::Ne:
+      return 6;
+    case BinaryOp::And:
+      return 5;
+    case BinaryOp::Xor:
+      return 4;
+    case BinaryOp::Or:
+      return 3;
     case BinaryOp::Pow:
     case BinaryOp::Max:
-    case BinaryOp::Min: return 100;  // printed as calls
+    case BinaryOp::Min:
+      return 100;  // printed as calls
   }
   return 100;
 }
@@ -603,11 +666,12 @@ class Printer {
     }
     out_ += fmt::format(") cost {} {{\n", k_.costPerIteration);
     for (size_t v = 0; v < k_.vars.size(); ++v) {
-      if (static_cast<int>(v) == k_.parallelVar || isLoopVar(k_.body, static_cast<int>(v))) continue;
+      if (static_cast<int>(v) == k_.parallelVar || isLoopVar(k_.body, static_cast<int>(v)))
+        continue;
       out_ += fmt::format("  local {}: {}\n", k_.vars[v].name, dtypeName(k_.vars[v].type));
     }
-    out_ += fmt::format("  parallel {} in [0, {}) {{\n", k_.parallelVar >= 0 ? var(k_.parallelVar) : "_",
-                        k_.parallelExtent);
+    out_ += fmt::format("  parallel {} in [0, {}) {{\n",
+                        k_.parallelVar >= 0 ? var(k_.parallelVar) : "_", k_.parallelExtent);
     stmts(k_.body, 2);
     out_ += "  }\n}\n";
     return std::move(out_);
@@ -617,7 +681,8 @@ class Printer {
   static bool isLoopVar(const std::vector<StmtP>& body, int v) {
     for (const StmtP& s : body) {
       if (s->kind == StmtKind::Loop && (s->var == v || isLoopVar(s->body, v))) return true;
-      if (s->kind == StmtKind::If && (isLoopVar(s->body, v) || isLoopVar(s->elseBody, v))) return true;
+      if (s->kind == StmtKind::If && (isLoopVar(s->body, v) || isLoopVar(s->elseBody, v)))
+        return true;
     }
     return false;
   }
@@ -642,9 +707,14 @@ class Printer {
       case StmtKind::Loop: {
         std::string kind;
         switch (s.loop) {
-          case LoopKind::Serial: break;
-          case LoopKind::Vector: kind = "vector "; break;
-          case LoopKind::Unroll: kind = fmt::format("unroll({}) ", s.unroll); break;
+          case LoopKind::Serial:
+            break;
+          case LoopKind::Vector:
+            kind = "vector ";
+            break;
+          case LoopKind::Unroll:
+            kind = fmt::format("unroll({}) ", s.unroll);
+            break;
         }
         out_ += fmt::format("{}{}for {} in [0, {}) {{\n", pad, kind, var(s.var), s.extent);
         stmts(s.body, depth + 1);
@@ -652,9 +722,12 @@ class Printer {
         return;
       }
       case StmtKind::Store:
-        out_ += fmt::format("{}{}[{}] = {}\n", pad, buf(s.buffer), expr(*s.args[0]), expr(*s.args[1]));
+        out_ +=
+            fmt::format("{}{}[{}] = {}\n", pad, buf(s.buffer), expr(*s.args[0]), expr(*s.args[1]));
         return;
-      case StmtKind::Assign: out_ += fmt::format("{}{} = {}\n", pad, var(s.var), expr(*s.args[0])); return;
+      case StmtKind::Assign:
+        out_ += fmt::format("{}{} = {}\n", pad, var(s.var), expr(*s.args[0]));
+        return;
       case StmtKind::If:
         out_ += fmt::format("{}if {} {{\n", pad, expr(*s.args[0]));
         stmts(s.body, depth + 1);
@@ -678,7 +751,8 @@ class Printer {
   static std::string floatText(double v, DType t) {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    std::string s = t == DType::f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
+    std::string s =
+        t == DType::f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
     if (s.find_first_of(".en") == std::string::npos) s += ".0";
     return s;
   }
@@ -698,7 +772,8 @@ class Printer {
     std::function<void(const Expr&)> bind = [&](const Expr& e) {
       if (!done.insert(&e).second) return;
       for (const auto& a : e.args) bind(*a);
-      const bool leaf = e.kind == ExprKind::Const || e.kind == ExprKind::Var || e.kind == ExprKind::Load;
+      const bool leaf =
+          e.kind == ExprKind::Const || e.kind == ExprKind::Var || e.kind == ExprKind::Load;
       if (uses[&e] > 1 && !leaf && e.type != DType::i64) {
         std::string name = fmt::format("t{}", nextLet_++);
         out_ += fmt::format("{}let {} = {}\n", pad, name, expr(e));
@@ -715,20 +790,27 @@ class Printer {
         if (e.type == DType::f32) return floatText(e.f, e.type);
         if (isFloat(e.type)) return floatText(e.f, e.type) + std::string(dtypeName(e.type));
         if (e.type == DType::boolean) return e.i ? "true" : "false";
-        return e.type == DType::i64 ? fmt::format("{}", e.i) : fmt::format("{}{}", e.i, dtypeName(e.type));
-      case ExprKind::Var: return var(e.var);
-      case ExprKind::Load: return fmt::format("{}[{}]", buf(e.buffer), expr(*e.args[0]));
-      case ExprKind::Unary: return fmt::format("{}({})", unaryName(e.unary), expr(*e.args[0]));
+        return e.type == DType::i64 ? fmt::format("{}", e.i)
+                                    : fmt::format("{}{}", e.i, dtypeName(e.type));
+      case ExprKind::Var:
+        return var(e.var);
+      case ExprKind::Load:
+        return fmt::format("{}[{}]", buf(e.buffer), expr(*e.args[0]));
+      case ExprKind::Unary:
+        return fmt::format("{}({})", unaryName(e.unary), expr(*e.args[0]));
       case ExprKind::Binary: {
         const Expr& a = *e.args[0];
         const Expr& b = *e.args[1];
         int p = precedence(e);
         if (p == 100) return fmt::format("{}({}, {})", binaryName(e.binary), expr(a), expr(b));
-        return fmt::format("{} {} {}", operand(a, p, false), binaryName(e.binary), operand(b, p, true));
+        return fmt::format("{} {} {}", operand(a, p, false), binaryName(e.binary),
+                           operand(b, p, true));
       }
       case ExprKind::Select:
-        return fmt::format("select({}, {}, {})", expr(*e.args[0]), expr(*e.args[1]), expr(*e.args[2]));
-      case ExprKind::Cast: return fmt::format("{}({})", dtypeName(e.type), expr(*e.args[0]));
+        return fmt::format("select({}, {}, {})", expr(*e.args[0]), expr(*e.args[1]),
+                           expr(*e.args[2]));
+      case ExprKind::Cast:
+        return fmt::format("{}({})", dtypeName(e.type), expr(*e.args[0]));
     }
     return "?";
   }

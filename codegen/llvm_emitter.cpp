@@ -1,5 +1,6 @@
 #include "codegen/llvm_emitter.h"
 
+#include <fmt/format.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Function.h>
@@ -9,8 +10,6 @@
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
-
-#include <fmt/format.h>
 
 #include <functional>
 #include <set>
@@ -91,23 +90,33 @@ class KernelEmitter {
 
 llvm::Type* KernelEmitter::regType(DType t) {
   switch (t) {
-    case DType::f32: return b_.getFloatTy();
-    case DType::f64: return b_.getDoubleTy();
-    case DType::bf16: return b_.getInt16Ty();
-    case DType::f16: return b_.getHalfTy();
-    case DType::i32: return b_.getInt32Ty();
-    case DType::i64: return b_.getInt64Ty();
-    case DType::boolean: return b_.getInt1Ty();
+    case DType::f32:
+      return b_.getFloatTy();
+    case DType::f64:
+      return b_.getDoubleTy();
+    case DType::bf16:
+      return b_.getInt16Ty();
+    case DType::f16:
+      return b_.getHalfTy();
+    case DType::i32:
+      return b_.getInt32Ty();
+    case DType::i64:
+      return b_.getInt64Ty();
+    case DType::boolean:
+      return b_.getInt1Ty();
   }
   throw std::logic_error("bad dtype");
 }
 
-llvm::Type* KernelEmitter::memType(DType t) { return t == DType::boolean ? b_.getInt8Ty() : regType(t); }
+llvm::Type* KernelEmitter::memType(DType t) {
+  return t == DType::boolean ? b_.getInt8Ty() : regType(t);
+}
 
 // reassoc lets reductions vectorize, contract lets a * b + c become an FMA; no nnan/ninf:
 // NaN and inf must behave as IEEE says (NaN-poison debug mode, NaN-propagating max).
 llvm::Value* KernelEmitter::fast(llvm::Value* v) {
-  if (auto* inst = llvm::dyn_cast<llvm::Instruction>(v); inst && llvm::isa<llvm::FPMathOperator>(inst)) {
+  if (auto* inst = llvm::dyn_cast<llvm::Instruction>(v);
+      inst && llvm::isa<llvm::FPMathOperator>(inst)) {
     llvm::FastMathFlags f;
     f.setAllowReassoc();
     f.setAllowContract();
@@ -117,7 +126,9 @@ llvm::Value* KernelEmitter::fast(llvm::Value* v) {
 }
 
 void KernelEmitter::emit() {
-  if (m_.getFunction(k_.name)) throw std::logic_error(fmt::format("kernel {}: the module already has a function of that name", k_.name));
+  if (m_.getFunction(k_.name))
+    throw std::logic_error(
+        fmt::format("kernel {}: the module already has a function of that name", k_.name));
   emitWrapper(emitImpl());
 }
 
@@ -163,16 +174,18 @@ llvm::Function* KernelEmitter::emitImpl() {
   vars_.assign(k_.vars.size(), nullptr);
   isLocal_.assign(k_.vars.size(), false);
   // Stack slots for the locals (everything assigned), in the entry block.
-  std::function<void(const std::vector<kir::StmtP>&)> findLocals = [&](const std::vector<kir::StmtP>& body) {
-    for (const auto& s : body) {
-      if (s->kind == StmtKind::Assign && !isLocal_[s->var]) {
-        isLocal_[s->var] = true;
-        vars_[s->var] = b_.CreateAlloca(regType(k_.vars[s->var].type), nullptr, k_.vars[s->var].name);
-      }
-      findLocals(s->body);
-      findLocals(s->elseBody);
-    }
-  };
+  std::function<void(const std::vector<kir::StmtP>&)> findLocals =
+      [&](const std::vector<kir::StmtP>& body) {
+        for (const auto& s : body) {
+          if (s->kind == StmtKind::Assign && !isLocal_[s->var]) {
+            isLocal_[s->var] = true;
+            vars_[s->var] =
+                b_.CreateAlloca(regType(k_.vars[s->var].type), nullptr, k_.vars[s->var].name);
+          }
+          findLocals(s->body);
+          findLocals(s->elseBody);
+        }
+      };
   findLocals(k_.body);
 
   // for (p = begin; p < end; ++p) body
@@ -180,7 +193,8 @@ llvm::Function* KernelEmitter::emitImpl() {
   auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
   b_.CreateCondBr(b_.CreateICmpSLT(begin, end), header, exit);
   b_.SetInsertPoint(header);
-  auto* p = b_.CreatePHI(b_.getInt64Ty(), 2, k_.parallelVar >= 0 ? k_.vars[k_.parallelVar].name : "p");
+  auto* p =
+      b_.CreatePHI(b_.getInt64Ty(), 2, k_.parallelVar >= 0 ? k_.vars[k_.parallelVar].name : "p");
   p->addIncoming(begin, entry_);
   if (k_.parallelVar >= 0) vars_[k_.parallelVar] = p;
   stmts(k_.body);
@@ -194,7 +208,8 @@ llvm::Function* KernelEmitter::emitImpl() {
 
 // void name(void* const* buffers, i64 begin, i64 end): the kir::KernelFn ABI.
 void KernelEmitter::emitWrapper(llvm::Function* impl) {
-  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), b_.getInt64Ty(), b_.getInt64Ty()}, false);
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(),
+                                      {b_.getPtrTy(), b_.getInt64Ty(), b_.getInt64Ty()}, false);
   auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   llvm::Argument* table = fn->getArg(0);
@@ -221,8 +236,10 @@ void KernelEmitter::stmt(const Stmt& s) {
   memo_[0].clear();
   memo_[1].clear();
   switch (s.kind) {
-    case StmtKind::Loop: return loop(s);
-    case StmtKind::If: return ifStmt(s);
+    case StmtKind::Loop:
+      return loop(s);
+    case StmtKind::If:
+      return ifStmt(s);
     case StmtKind::Store: {
       const DType t = k_.buffers[s.buffer].dtype;
       llvm::Value* v = expr(s.args[1]);
@@ -231,7 +248,9 @@ void KernelEmitter::stmt(const Stmt& s) {
       b_.CreateAlignedStore(v, addr, llvm::Align(dtypeSize(t)));
       return;
     }
-    case StmtKind::Assign: b_.CreateStore(expr(s.args[0]), vars_[s.var]); return;
+    case StmtKind::Assign:
+      b_.CreateStore(expr(s.args[0]), vars_[s.var]);
+      return;
   }
 }
 
@@ -273,7 +292,8 @@ int widestElement(const kir::Kernel& k, const std::vector<kir::StmtP>& body) {
     if (!seen.insert(e.get()).second) return;
     if (e->kind == ExprKind::Load) widest = std::max(widest, dtypeSize(e->type));
     if (e->kind == ExprKind::Load) return;  // indices are i64 address arithmetic
-    if (e->kind != ExprKind::Var && e->kind != ExprKind::Const) widest = std::max(widest, dtypeSize(e->type));
+    if (e->kind != ExprKind::Var && e->kind != ExprKind::Const)
+      widest = std::max(widest, dtypeSize(e->type));
     for (const auto& a : e->args) visit(a);
   };
   std::function<void(const std::vector<kir::StmtP>&)> walk = [&](const std::vector<kir::StmtP>& b) {
@@ -288,7 +308,8 @@ int widestElement(const kir::Kernel& k, const std::vector<kir::StmtP>& body) {
           visit(s->args[0]);
           break;
         case StmtKind::If:
-        case StmtKind::Loop: break;
+        case StmtKind::Loop:
+          break;
       }
       walk(s->body);
       walk(s->elseBody);
@@ -303,9 +324,12 @@ llvm::MDNode* KernelEmitter::loopMetadata(const Stmt& s) {
   auto prop = [&](const char* name, llvm::Metadata* v) {
     props.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), v}));
   };
-  auto i32md = [&](int v) { return llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(v))); };
+  auto i32md = [&](int v) {
+    return llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(v)));
+  };
   switch (s.loop) {
-    case kir::LoopKind::Serial: return nullptr;
+    case kir::LoopKind::Serial:
+      return nullptr;
     case kir::LoopKind::Vector: {
       prop("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
       if (vectorBits_ > 0) {
@@ -314,7 +338,9 @@ llvm::MDNode* KernelEmitter::loopMetadata(const Stmt& s) {
       }
       break;
     }
-    case kir::LoopKind::Unroll: prop("llvm.loop.unroll.count", i32md(s.unroll)); break;
+    case kir::LoopKind::Unroll:
+      prop("llvm.loop.unroll.count", i32md(s.unroll));
+      break;
   }
   // A loop ID is a distinct node whose first operand is itself.
   std::vector<llvm::Metadata*> ops{nullptr};
@@ -356,44 +382,59 @@ llvm::Value* KernelEmitter::expr(const kir::ExprP& e, bool index) {
 
 llvm::Value* KernelEmitter::exprUncached(const Expr& e, bool index) {
   switch (e.kind) {
-    case ExprKind::Const: return constant(e);
+    case ExprKind::Const:
+      return constant(e);
     case ExprKind::Var:
       if (isLocal_[e.var]) return b_.CreateLoad(regType(e.type), vars_[e.var], k_.vars[e.var].name);
-      if (!vars_[e.var]) throw std::logic_error(fmt::format("kernel {}: loop variable {} is not bound", k_.name, k_.vars[e.var].name));
+      if (!vars_[e.var])
+        throw std::logic_error(
+            fmt::format("kernel {}: loop variable {} is not bound", k_.name, k_.vars[e.var].name));
       return vars_[e.var];
     case ExprKind::Load: {
       const DType t = e.type;
-      llvm::Value* v = b_.CreateAlignedLoad(memType(t), address(e.buffer, e.args[0]), llvm::Align(dtypeSize(t)));
+      llvm::Value* v =
+          b_.CreateAlignedLoad(memType(t), address(e.buffer, e.args[0]), llvm::Align(dtypeSize(t)));
       // Bool bytes other than 0 read as true, as in the interpreter.
       if (t == DType::boolean) v = b_.CreateICmpNE(v, b_.getInt8(0));
       return v;
     }
-    case ExprKind::Unary: return unary(e, expr(e.args[0], index));
-    case ExprKind::Binary: return binary(e, expr(e.args[0], index), expr(e.args[1], index), index);
+    case ExprKind::Unary:
+      return unary(e, expr(e.args[0], index));
+    case ExprKind::Binary:
+      return binary(e, expr(e.args[0], index), expr(e.args[1], index), index);
     case ExprKind::Select:
       return b_.CreateSelect(expr(e.args[0]), expr(e.args[1], index), expr(e.args[2], index));
-    case ExprKind::Cast: return cast(expr(e.args[0]), e.args[0]->type, e.type);
+    case ExprKind::Cast:
+      return cast(expr(e.args[0]), e.args[0]->type, e.type);
   }
   throw std::logic_error("bad expression kind");
 }
 
 llvm::Value* KernelEmitter::constant(const Expr& e) {
   switch (e.type) {
-    case DType::f32: return llvm::ConstantFP::get(b_.getFloatTy(), static_cast<float>(e.f));
-    case DType::f64: return llvm::ConstantFP::get(b_.getDoubleTy(), e.f);
-    case DType::bf16: return b_.getInt16(floatToBF16(static_cast<float>(e.f)));
+    case DType::f32:
+      return llvm::ConstantFP::get(b_.getFloatTy(), static_cast<float>(e.f));
+    case DType::f64:
+      return llvm::ConstantFP::get(b_.getDoubleTy(), e.f);
+    case DType::bf16:
+      return b_.getInt16(floatToBF16(static_cast<float>(e.f)));
     case DType::f16:
-      return llvm::ConstantFP::get(ctx_, llvm::APFloat(llvm::APFloat::IEEEhalf(),
-                                                       llvm::APInt(16, floatToF16(static_cast<float>(e.f)))));
-    case DType::i32: return b_.getInt32(static_cast<uint32_t>(e.i));
-    case DType::i64: return i64(e.i);
-    case DType::boolean: return b_.getInt1(e.i != 0);
+      return llvm::ConstantFP::get(
+          ctx_, llvm::APFloat(llvm::APFloat::IEEEhalf(),
+                              llvm::APInt(16, floatToF16(static_cast<float>(e.f)))));
+    case DType::i32:
+      return b_.getInt32(static_cast<uint32_t>(e.i));
+    case DType::i64:
+      return i64(e.i);
+    case DType::boolean:
+      return b_.getInt1(e.i != 0);
   }
   throw std::logic_error("bad dtype");
 }
 
 llvm::Value* KernelEmitter::libmCall(const char* name, llvm::Value* x) {
-  auto callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(x->getType(), {x->getType()}, false));
+  auto callee =
+      m_.getOrInsertFunction(name, llvm::FunctionType::get(x->getType(), {x->getType()}, false));
   if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
     f->addFnAttr(llvm::Attribute::NoUnwind);
     f->addFnAttr(llvm::Attribute::WillReturn);
@@ -405,18 +446,27 @@ llvm::Value* KernelEmitter::unary(const Expr& e, llvm::Value* x) {
   const DType t = e.type;
   const bool f32 = t == DType::f32;
   switch (e.unary) {
-    case UnaryOp::Neg: return isComputeFloat(t) ? b_.CreateFNeg(x) : b_.CreateSub(llvm::ConstantInt::get(x->getType(), 0), x);
+    case UnaryOp::Neg:
+      return isComputeFloat(t) ? b_.CreateFNeg(x)
+                               : b_.CreateSub(llvm::ConstantInt::get(x->getType(), 0), x);
     case UnaryOp::Abs:
       if (isComputeFloat(t)) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
       return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());  // abs(MIN) = MIN
-    case UnaryOp::Exp: return f32 ? math::expF32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
-    case UnaryOp::Log: return f32 ? math::logF32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
-    case UnaryOp::Tanh: return f32 ? math::tanhF32(b_, x) : libmCall("tanh", x);
-    case UnaryOp::Erf: return f32 ? math::erfF32(b_, x) : libmCall("erf", x);
-    case UnaryOp::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case UnaryOp::Exp:
+      return f32 ? math::expF32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    case UnaryOp::Log:
+      return f32 ? math::logF32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+    case UnaryOp::Tanh:
+      return f32 ? math::tanhF32(b_, x) : libmCall("tanh", x);
+    case UnaryOp::Erf:
+      return f32 ? math::erfF32(b_, x) : libmCall("erf", x);
+    case UnaryOp::Sqrt:
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
     case UnaryOp::Rsqrt:
-      return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
-    case UnaryOp::Not: return b_.CreateNot(x);
+      return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0),
+                           b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+    case UnaryOp::Not:
+      return b_.CreateNot(x);
   }
   throw std::logic_error("bad unary op");
 }
@@ -426,26 +476,49 @@ llvm::Value* KernelEmitter::binary(const Expr& e, llvm::Value* a, llvm::Value* b
   const bool fl = isComputeFloat(t);
   const bool nsw = index && t == DType::i64;
   switch (e.binary) {
-    case BinaryOp::Add: return fl ? fast(b_.CreateFAdd(a, b)) : b_.CreateAdd(a, b, "", false, nsw);
-    case BinaryOp::Sub: return fl ? fast(b_.CreateFSub(a, b)) : b_.CreateSub(a, b, "", false, nsw);
-    case BinaryOp::Mul: return fl ? fast(b_.CreateFMul(a, b)) : b_.CreateMul(a, b, "", false, nsw);
-    case BinaryOp::Div: return fl ? b_.CreateFDiv(a, b) : intDivRem(BinaryOp::Div, a, b);
-    case BinaryOp::Rem: return intDivRem(BinaryOp::Rem, a, b);
-    case BinaryOp::Pow: return pow(e, a, b);
+    case BinaryOp::Add:
+      return fl ? fast(b_.CreateFAdd(a, b)) : b_.CreateAdd(a, b, "", false, nsw);
+    case BinaryOp::Sub:
+      return fl ? fast(b_.CreateFSub(a, b)) : b_.CreateSub(a, b, "", false, nsw);
+    case BinaryOp::Mul:
+      return fl ? fast(b_.CreateFMul(a, b)) : b_.CreateMul(a, b, "", false, nsw);
+    case BinaryOp::Div:
+      return fl ? b_.CreateFDiv(a, b) : intDivRem(BinaryOp::Div, a, b);
+    case BinaryOp::Rem:
+      return intDivRem(BinaryOp::Rem, a, b);
+    case BinaryOp::Pow:
+      return pow(e, a, b);
     case BinaryOp::Max:
       return b_.CreateBinaryIntrinsic(fl ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, a, b);
     case BinaryOp::Min:
       return b_.CreateBinaryIntrinsic(fl ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, a, b);
     // Floats: ordered compares (false with NaN) except ne; bools compare as 0 < 1.
-    case BinaryOp::Eq: return fl ? b_.CreateFCmpOEQ(a, b) : b_.CreateICmpEQ(a, b);
-    case BinaryOp::Ne: return fl ? b_.CreateFCmpUNE(a, b) : b_.CreateICmpNE(a, b);
-    case BinaryOp::Lt: return fl ? b_.CreateFCmpOLT(a, b) : t == DType::boolean ? b_.CreateICmpULT(a, b) : b_.CreateICmpSLT(a, b);
-    case BinaryOp::Le: return fl ? b_.CreateFCmpOLE(a, b) : t == DType::boolean ? b_.CreateICmpULE(a, b) : b_.CreateICmpSLE(a, b);
-    case BinaryOp::Gt: return fl ? b_.CreateFCmpOGT(a, b) : t == DType::boolean ? b_.CreateICmpUGT(a, b) : b_.CreateICmpSGT(a, b);
-    case BinaryOp::Ge: return fl ? b_.CreateFCmpOGE(a, b) : t == DType::boolean ? b_.CreateICmpUGE(a, b) : b_.CreateICmpSGE(a, b);
-    case BinaryOp::And: return b_.CreateAnd(a, b);
-    case BinaryOp::Or: return b_.CreateOr(a, b);
-    case BinaryOp::Xor: return b_.CreateXor(a, b);
+    case BinaryOp::Eq:
+      return fl ? b_.CreateFCmpOEQ(a, b) : b_.CreateICmpEQ(a, b);
+    case BinaryOp::Ne:
+      return fl ? b_.CreateFCmpUNE(a, b) : b_.CreateICmpNE(a, b);
+    case BinaryOp::Lt:
+      return fl                    ? b_.CreateFCmpOLT(a, b)
+             : t == DType::boolean ? b_.CreateICmpULT(a, b)
+                                   : b_.CreateICmpSLT(a, b);
+    case BinaryOp::Le:
+      return fl                    ? b_.CreateFCmpOLE(a, b)
+             : t == DType::boolean ? b_.CreateICmpULE(a, b)
+                                   : b_.CreateICmpSLE(a, b);
+    case BinaryOp::Gt:
+      return fl                    ? b_.CreateFCmpOGT(a, b)
+             : t == DType::boolean ? b_.CreateICmpUGT(a, b)
+                                   : b_.CreateICmpSGT(a, b);
+    case BinaryOp::Ge:
+      return fl                    ? b_.CreateFCmpOGE(a, b)
+             : t == DType::boolean ? b_.CreateICmpUGE(a, b)
+                                   : b_.CreateICmpSGE(a, b);
+    case BinaryOp::And:
+      return b_.CreateAnd(a, b);
+    case BinaryOp::Or:
+      return b_.CreateOr(a, b);
+    case BinaryOp::Xor:
+      return b_.CreateXor(a, b);
     case BinaryOp::Shl:
     case BinaryOp::Shr: {
       // Shifting by the width or more (or a negative amount) gives 0, not poison.
@@ -486,8 +559,9 @@ llvm::Value* KernelEmitter::pow(const Expr& e, llvm::Value* a, llvm::Value* b) {
   const kir::Expr& exponent = *e.args[1];
   if (exponent.kind == ExprKind::Const && exponent.f == 2.0) return b_.CreateFMul(a, a);
   if (e.type == DType::f64) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, b);
-  llvm::Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, b_.CreateFPExt(a, b_.getDoubleTy()),
-                                            b_.CreateFPExt(b, b_.getDoubleTy()));
+  llvm::Value* r =
+      b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, b_.CreateFPExt(a, b_.getDoubleTy()),
+                               b_.CreateFPExt(b, b_.getDoubleTy()));
   return b_.CreateFPTrunc(r, b_.getFloatTy());
 }
 
@@ -496,24 +570,29 @@ llvm::Value* KernelEmitter::toF32(llvm::Value* v, DType from) {
   switch (from) {
     case DType::bf16:
       return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
-    case DType::f16: return b_.CreateFPExt(v, b_.getFloatTy());
-    default: throw std::logic_error("toF32: not a storage type");
+    case DType::f16:
+      return b_.CreateFPExt(v, b_.getFloatTy());
+    default:
+      throw std::logic_error("toF32: not a storage type");
   }
 }
 
 llvm::Value* KernelEmitter::fromF32(llvm::Value* v, DType to) {
   switch (to) {
-    case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
+    case DType::f16:
+      return b_.CreateFPTrunc(v, b_.getHalfTy());
     case DType::bf16: {
       // Round to nearest even on the bits (ir/dtype.cpp floatToBF16); NaN stays a quiet NaN.
       llvm::Value* u = b_.CreateBitCast(v, b_.getInt32Ty());
       llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(u, 16), 1);
-      llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(odd, b_.getInt32(0x7FFF))), 16);
+      llvm::Value* rounded =
+          b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(odd, b_.getInt32(0x7FFF))), 16);
       llvm::Value* nan = b_.CreateOr(b_.CreateLShr(u, 16), 0x40);
       llvm::Value* r = b_.CreateSelect(b_.CreateFCmpUNO(v, v), nan, rounded);
       return b_.CreateTrunc(r, b_.getInt16Ty());
     }
-    default: throw std::logic_error("fromF32: not a storage type");
+    default:
+      throw std::logic_error("fromF32: not a storage type");
   }
 }
 
@@ -535,7 +614,8 @@ llvm::Value* KernelEmitter::cast(llvm::Value* v, DType from, DType to) {
     if (isComputeFloat(from)) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
     return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
   }
-  if (from == DType::boolean) return isComputeFloat(to) ? b_.CreateUIToFP(v, dst) : b_.CreateZExt(v, dst);
+  if (from == DType::boolean)
+    return isComputeFloat(to) ? b_.CreateUIToFP(v, dst) : b_.CreateZExt(v, dst);
   if (isComputeFloat(from) && isComputeFloat(to))
     return to == DType::f64 ? b_.CreateFPExt(v, dst) : b_.CreateFPTrunc(v, dst);
   if (isComputeFloat(from))
@@ -551,7 +631,8 @@ void emitKernel(const kir::Kernel& k, llvm::Module& m, int vectorBits) {
   KernelEmitter(k, m, vectorBits).emit();
 }
 
-std::vector<kir::KernelFn> compileKernels(Jit& jit, const std::vector<const kir::Kernel*>& kernels) {
+std::vector<kir::KernelFn> compileKernels(Jit& jit,
+                                          const std::vector<const kir::Kernel*>& kernels) {
   std::set<std::string> names;
   for (const kir::Kernel* k : kernels)
     if (!names.insert(k->name).second)

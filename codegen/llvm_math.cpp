@@ -81,7 +81,9 @@ llvm::Value* expF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Value* y = m.add(m.fma(p, m.mul(r, r), r), m.c(1.0));
   llvm::Value* n1 = b.CreateAShr(ni, m.ci(1));
   llvm::Value* n2 = b.CreateSub(ni, n1);
-  auto pow2 = [&](llvm::Value* e) { return m.fromBits(b.CreateShl(b.CreateAdd(e, m.ci(127)), m.ci(23))); };
+  auto pow2 = [&](llvm::Value* e) {
+    return m.fromBits(b.CreateShl(b.CreateAdd(e, m.ci(127)), m.ci(23)));
+  };
   return m.mul(m.mul(y, pow2(n1)), pow2(n2));
 }
 
@@ -100,9 +102,9 @@ llvm::Value* logF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Value* f = m.sub(mant, m.c(1.0));
   llvm::Value* kf = b.CreateSIToFP(b.CreateAdd(k, kAdj), m.ft_);
   llvm::Value* z = m.mul(f, f);
-  llvm::Value* p = m.horner(f, {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
-                                1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
-                                3.3333331174E-1});
+  llvm::Value* p = m.horner(
+      f, {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+          -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1});
   llvm::Value* y = m.mul(m.mul(p, f), z);
   y = m.fma(kf, m.c(-2.12194440e-4), y);
   y = m.fma(z, m.c(-0.5), y);
@@ -119,8 +121,8 @@ llvm::Value* tanhF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   F32 m(b, x);
   llvm::Value* a = m.abs(x);
   llvm::Value* z = m.mul(x, x);
-  llvm::Value* p = m.horner(z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
-                                -3.33332819422E-1});
+  llvm::Value* p = m.horner(z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
+                                1.33314422036E-1, -3.33332819422E-1});
   llvm::Value* small = m.fma(m.mul(p, z), x, x);
   llvm::Value* e = expF32(b, m.add(a, a));
   llvm::Value* large = m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0))));
@@ -134,16 +136,16 @@ llvm::Value* tanhF32(llvm::IRBuilder<>& b, llvm::Value* x) {
 llvm::Value* erfF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   F32 m(b, x);
   llvm::Value* a = m.abs(x);
-  llvm::Value* small =
-      m.mul(x, m.horner(m.mul(x, x), {7.847259257687256e-05, -0.0008008189615793526, 0.005188099108636379,
-                                      -0.026853691786527634, 0.1128358244895935, -0.3761262595653534,
-                                      1.1283791065216064}));
+  llvm::Value* small = m.mul(
+      x, m.horner(m.mul(x, x), {7.847259257687256e-05, -0.0008008189615793526, 0.005188099108636379,
+                                -0.026853691786527634, 0.1128358244895935, -0.3761262595653534,
+                                1.1283791065216064}));
   llvm::Value* ac = m.sel(P::FCMP_OGT, a, 4.0, m.c(4.0), a);
   llvm::Value* u = m.div(m.c(1.0), ac);
-  llvm::Value* r = m.horner(u, {0.03206583485007286, -0.18719515204429626, 0.4562140107154846,
-                                -0.5615038871765137, 0.25932660698890686, 0.2187654823064804,
-                                -0.37169361114501953, 0.019603915512561798, 0.5618857145309448,
-                                0.00011466929572634399});
+  llvm::Value* r = m.horner(
+      u, {0.03206583485007286, -0.18719515204429626, 0.4562140107154846, -0.5615038871765137,
+          0.25932660698890686, 0.2187654823064804, -0.37169361114501953, 0.019603915512561798,
+          0.5618857145309448, 0.00011466929572634399});
   llvm::Value* e = expF32(b, b.CreateFNeg(m.mul(ac, ac)));
   llvm::Value* large = m.copySign(m.sub(m.c(1.0), m.mul(e, r)), x);
   return m.sel(P::FCMP_OLT, a, 1.0, small, large);

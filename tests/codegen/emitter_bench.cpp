@@ -38,8 +38,9 @@ double bestSeconds(int reps, const std::function<void()>& f) {
 }
 
 void report(const char* name, double kernelS, double cppS) {
-  std::printf("%-8s kernel %7.0f M elements/s   C++ -O3 -march=native %7.0f M elements/s   speedup %.2fx\n", name,
-              kN / kernelS / 1e6, kN / cppS / 1e6, cppS / kernelS);
+  std::printf(
+      "%-8s kernel %7.0f M elements/s   C++ -O3 -march=native %7.0f M elements/s   speedup %.2fx\n",
+      name, kN / kernelS / 1e6, kN / cppS / 1e6, cppS / kernelS);
 }
 
 // Each kernel: parallel over rows, the column loop vectorized.
@@ -52,7 +53,8 @@ Kernel expKernel() {
   k.parallelExtent = kRows;
   int j = k.addVar("j", DType::i64);
   auto idx = add(mul(varRef(k, k.parallelVar), kCols), varRef(k, j));
-  k.body = {loop(j, kCols, {store(y, idx, unary(UnaryOp::Exp, load(k, x, idx)))}, LoopKind::Vector)};
+  k.body = {
+      loop(j, kCols, {store(y, idx, unary(UnaryOp::Exp, load(k, x, idx)))}, LoopKind::Vector)};
   return k;
 }
 
@@ -68,7 +70,8 @@ Kernel rowsumKernel() {
   auto r = varRef(k, k.parallelVar);
   auto idx = add(mul(r, kCols), varRef(k, j));
   k.body = {assign(acc, constFloat(0)),
-            loop(j, kCols, {assign(acc, binary(BinaryOp::Add, varRef(k, acc), load(k, x, idx)))}, LoopKind::Vector),
+            loop(j, kCols, {assign(acc, binary(BinaryOp::Add, varRef(k, acc), load(k, x, idx)))},
+                 LoopKind::Vector),
             store(s, r, varRef(k, acc))};
   return k;
 }
@@ -80,19 +83,25 @@ Kernel softmaxKernel() {
   int y = k.addBuffer("y", DType::f32, kN, Access::Write);
   k.parallelVar = k.addVar("r", DType::i64);
   k.parallelExtent = kRows;
-  int j1 = k.addVar("j1", DType::i64), j2 = k.addVar("j2", DType::i64), j3 = k.addVar("j3", DType::i64);
-  int mx = k.addVar("mx", DType::f32), sum = k.addVar("sum", DType::f32), inv = k.addVar("inv", DType::f32);
+  int j1 = k.addVar("j1", DType::i64), j2 = k.addVar("j2", DType::i64),
+      j3 = k.addVar("j3", DType::i64);
+  int mx = k.addVar("mx", DType::f32), sum = k.addVar("sum", DType::f32),
+      inv = k.addVar("inv", DType::f32);
   auto r = varRef(k, k.parallelVar);
   auto at = [&](int j) { return add(mul(r, kCols), varRef(k, j)); };
   auto e = unary(UnaryOp::Exp, binary(BinaryOp::Sub, load(k, x, at(j2)), varRef(k, mx)));
-  k.body = {assign(mx, constFloat(-std::numeric_limits<double>::infinity())),
-            loop(j1, kCols, {assign(mx, binary(BinaryOp::Max, varRef(k, mx), load(k, x, at(j1))))}, LoopKind::Vector),
-            assign(sum, constFloat(0)),
-            loop(j2, kCols, {store(y, at(j2), e), assign(sum, binary(BinaryOp::Add, varRef(k, sum), load(k, y, at(j2))))},
-                 LoopKind::Vector),
-            assign(inv, binary(BinaryOp::Div, constFloat(1), varRef(k, sum))),
-            loop(j3, kCols, {store(y, at(j3), binary(BinaryOp::Mul, load(k, y, at(j3)), varRef(k, inv)))},
-                 LoopKind::Vector)};
+  k.body = {
+      assign(mx, constFloat(-std::numeric_limits<double>::infinity())),
+      loop(j1, kCols, {assign(mx, binary(BinaryOp::Max, varRef(k, mx), load(k, x, at(j1))))},
+           LoopKind::Vector),
+      assign(sum, constFloat(0)),
+      loop(j2, kCols,
+           {store(y, at(j2), e),
+            assign(sum, binary(BinaryOp::Add, varRef(k, sum), load(k, y, at(j2))))},
+           LoopKind::Vector),
+      assign(inv, binary(BinaryOp::Div, constFloat(1), varRef(k, sum))),
+      loop(j3, kCols, {store(y, at(j3), binary(BinaryOp::Mul, load(k, y, at(j3)), varRef(k, inv)))},
+           LoopKind::Vector)};
   return k;
 }
 
@@ -110,7 +119,8 @@ int main(int argc, char** argv) {
   float* xp = x.as<float>();
   float* yp = y.as<float>();
   float* sp = s.as<float>();
-  for (int64_t i = 0; i < kN; ++i) xp[i] = static_cast<float>(std::sin(static_cast<double>(i)) * 8.0);
+  for (int64_t i = 0; i < kN; ++i)
+    xp[i] = static_cast<float>(std::sin(static_cast<double>(i)) * 8.0);
   void* buf2[] = {xp, yp};
   void* bufS[] = {xp, sp};
 

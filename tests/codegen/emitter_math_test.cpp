@@ -27,17 +27,18 @@ constexpr int64_t kN = kChunk * kChunks;
 std::vector<float> edgeCases() {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> v = {0.0f, -0.0f, inf, -inf, nan, -nan, std::numeric_limits<float>::denorm_min(),
-                          -std::numeric_limits<float>::denorm_min(), 1e-40f, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX,
-                          1.0f, -1.0f, std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f),
-                          // exp: the last finite result, the first inf, subnormal results, the last nonzero
-                          88.72283f, 88.722839f, 88.7228394f, 89.0f, 100.0f, -87.33654f, -87.3366f, -100.0f, -103.27893f,
-                          -103.972076f, -103.972084f, -104.0f, -150.0f,
-                          // tanh and erf branch points
-                          0.625f, std::nextafter(0.625f, 0.0f), -0.625f, 0.9999999f, 1.0000001f, 3.92f, 4.0f, 4.5f,
-                          9.0f, 9.1f, 20.0f, -20.0f, 1e-20f, -1e-20f, 1e-7f, 0.5f, 2.0f, 10.0f, 0.1f,
-                          // log near 1 and sqrt(2)
-                          0.70710677f, 0.7071068f, 1.4142135f, 1.4142137f, 0.99999f, 1.00001f, 2.7182817f};
+  std::vector<float> v = {
+      0.0f, -0.0f, inf, -inf, nan, -nan, std::numeric_limits<float>::denorm_min(),
+      -std::numeric_limits<float>::denorm_min(), 1e-40f, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, 1.0f,
+      -1.0f, std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f),
+      // exp: the last finite result, the first inf, subnormal results, the last nonzero
+      88.72283f, 88.722839f, 88.7228394f, 89.0f, 100.0f, -87.33654f, -87.3366f, -100.0f,
+      -103.27893f, -103.972076f, -103.972084f, -104.0f, -150.0f,
+      // tanh and erf branch points
+      0.625f, std::nextafter(0.625f, 0.0f), -0.625f, 0.9999999f, 1.0000001f, 3.92f, 4.0f, 4.5f,
+      9.0f, 9.1f, 20.0f, -20.0f, 1e-20f, -1e-20f, 1e-7f, 0.5f, 2.0f, 10.0f, 0.1f,
+      // log near 1 and sqrt(2)
+      0.70710677f, 0.7071068f, 1.4142135f, 1.4142137f, 0.99999f, 1.00001f, 2.7182817f};
   return v;
 }
 
@@ -112,8 +113,9 @@ TEST_P(EmitterMath, UlpErrorOverFourMillionPoints) {
       worstAt = x[i];
     }
     if (err > c.maxUlps && bad++ < 10)
-      ADD_FAILURE() << c.name << "(" << x[i] << " = 0x" << std::hex << std::bit_cast<uint32_t>(x[i]) << std::dec
-                    << ") = " << y[i] << ", want " << c.ref(static_cast<double>(x[i])) << " (" << err << " ulp)";
+      ADD_FAILURE() << c.name << "(" << x[i] << " = 0x" << std::hex << std::bit_cast<uint32_t>(x[i])
+                    << std::dec << ") = " << y[i] << ", want " << c.ref(static_cast<double>(x[i]))
+                    << " (" << err << " ulp)";
   }
   std::cout << c.name << ": max error " << worst << " ulp at " << worstAt << "\n";
   RecordProperty("max_ulp", std::to_string(worst));

@@ -2,20 +2,18 @@
 // unary and binary op on every dtype, casts between all dtypes, loops of every kind,
 // locals, ifs, split parallel ranges, in-place buffers), the IR it hands to LLVM, and the
 // object cache.
-#include "codegen/llvm_emitter.h"
-
 #include <gtest/gtest.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
-
 #include <llvm/Support/raw_ostream.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,8 +21,7 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
+#include "codegen/llvm_emitter.h"
 #include "ir/tensor.h"
 
 namespace tgc::codegen {
@@ -81,10 +78,10 @@ double ulpOf(double v, DType t) {
 }
 
 const std::vector<double>& floatInputs() {
-  static const std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -3.75, 0.1, 7.0,
-                                        100.0, -100.0, 1e-3, 1e-40, -1e-42, 1e30, -1e30, 3.4e38,
-                                        88.7, 89.5, -87.0, -104.0, 0.625, 0.9, 1.5, 3.9, 10.0,
-                                        kInf, -kInf, kNaN, -kNaN};
+  static const std::vector<double> v = {0.0,   -0.0,   1.0,   -1.0,   0.5,   -0.5,   2.5,    -3.75,
+                                        0.1,   7.0,    100.0, -100.0, 1e-3,  1e-40,  -1e-42, 1e30,
+                                        -1e30, 3.4e38, 88.7,  89.5,   -87.0, -104.0, 0.625,  0.9,
+                                        1.5,   3.9,    10.0,  kInf,   -kInf, kNaN,   -kNaN};
   return v;
 }
 
@@ -134,8 +131,9 @@ TEST(EmitterUnary, FloatOpsMatchReference) {
         want.setF(0, c.ref(x.getF(i)));  // computed in double, rounded once: the interpreter
         double w = want.getF(0), g = y.getF(i);
         const int ulps = t == DType::f32 ? c.ulpsF32 : 0;
-        bool ok = ulps == 0 || std::isnan(w) || std::isinf(w) ? sameValue(g, w, c.op != UnaryOp::Rsqrt)
-                                                              : std::fabs(g - w) <= ulps * ulpOf(w, t);
+        bool ok = ulps == 0 || std::isnan(w) || std::isinf(w)
+                      ? sameValue(g, w, c.op != UnaryOp::Rsqrt)
+                      : std::fabs(g - w) <= ulps * ulpOf(w, t);
         EXPECT_TRUE(ok) << dtypeName(t) << " op " << static_cast<int>(c.op) << " of " << x.getF(i)
                         << ": got " << g << ", want " << w;
       }
@@ -154,7 +152,8 @@ TEST(EmitterUnary, IntAndBoolOps) {
     for (int64_t i = 0; i < x.numel(); ++i) {
       int64_t v = x.getI(i);
       auto wrap = [&](uint64_t r) {
-        return t == DType::i32 ? static_cast<int64_t>(static_cast<int32_t>(r)) : static_cast<int64_t>(r);
+        return t == DType::i32 ? static_cast<int64_t>(static_cast<int32_t>(r))
+                               : static_cast<int64_t>(r);
       };
       int64_t negv = wrap(0 - static_cast<uint64_t>(v));
       EXPECT_EQ(neg.getI(i), negv) << v;
@@ -209,35 +208,67 @@ BinaryRun runBinary(BinaryOp op, DType t, const std::vector<double>& vals, bool 
   return r;
 }
 
-double nanMax(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : (a < b ? b : a); }
-double nanMin(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : (b < a ? b : a); }
+double nanMax(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : (a < b ? b : a);
+}
+double nanMin(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : (b < a ? b : a);
+}
 
 TEST(EmitterBinary, FloatOps) {
   const std::vector<BinaryOp> ops = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div,
                                      BinaryOp::Pow, BinaryOp::Max, BinaryOp::Min, BinaryOp::Eq,
                                      BinaryOp::Ne,  BinaryOp::Lt,  BinaryOp::Le,  BinaryOp::Gt,
                                      BinaryOp::Ge};
-  const std::vector<double> vals = {0.0, -0.0, 1.0, -2.0, 0.5, 3.0, -2.5, 1e30, 1e-40, kInf, -kInf, kNaN};
+  const std::vector<double> vals = {0.0,  -0.0, 1.0,   -2.0, 0.5,   3.0,
+                                    -2.5, 1e30, 1e-40, kInf, -kInf, kNaN};
   for (DType t : {DType::f32, DType::f64}) {
     for (BinaryOp op : ops) {
       BinaryRun r = runBinary(op, t, vals);
       for (int64_t e = 0; e < r.out.numel(); ++e) {
         double x = r.a.getF(e), y = r.b.getF(e), w = 0;
         switch (op) {
-          case BinaryOp::Add: w = x + y; break;
-          case BinaryOp::Sub: w = x - y; break;
-          case BinaryOp::Mul: w = x * y; break;
-          case BinaryOp::Div: w = x / y; break;
-          case BinaryOp::Pow: w = std::pow(x, y); break;
-          case BinaryOp::Max: w = nanMax(x, y); break;
-          case BinaryOp::Min: w = nanMin(x, y); break;
-          case BinaryOp::Eq: w = x == y; break;
-          case BinaryOp::Ne: w = x != y; break;
-          case BinaryOp::Lt: w = x < y; break;
-          case BinaryOp::Le: w = x <= y; break;
-          case BinaryOp::Gt: w = x > y; break;
-          case BinaryOp::Ge: w = x >= y; break;
-          default: FAIL();
+          case BinaryOp::Add:
+            w = x + y;
+            break;
+          case BinaryOp::Sub:
+            w = x - y;
+            break;
+          case BinaryOp::Mul:
+            w = x * y;
+            break;
+          case BinaryOp::Div:
+            w = x / y;
+            break;
+          case BinaryOp::Pow:
+            w = std::pow(x, y);
+            break;
+          case BinaryOp::Max:
+            w = nanMax(x, y);
+            break;
+          case BinaryOp::Min:
+            w = nanMin(x, y);
+            break;
+          case BinaryOp::Eq:
+            w = x == y;
+            break;
+          case BinaryOp::Ne:
+            w = x != y;
+            break;
+          case BinaryOp::Lt:
+            w = x < y;
+            break;
+          case BinaryOp::Le:
+            w = x <= y;
+            break;
+          case BinaryOp::Gt:
+            w = x > y;
+            break;
+          case BinaryOp::Ge:
+            w = x >= y;
+            break;
+          default:
+            FAIL();
         }
         Tensor want(r.out.type());
         want.setF(0, w);
@@ -252,10 +283,10 @@ TEST(EmitterBinary, FloatOps) {
 }
 
 TEST(EmitterBinary, IntOps) {
-  const std::vector<BinaryOp> ops = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Rem,
-                                     BinaryOp::Max, BinaryOp::Min, BinaryOp::Eq,  BinaryOp::Ne,  BinaryOp::Lt,
-                                     BinaryOp::Le,  BinaryOp::Gt,  BinaryOp::Ge,  BinaryOp::And, BinaryOp::Or,
-                                     BinaryOp::Xor, BinaryOp::Shl, BinaryOp::Shr};
+  const std::vector<BinaryOp> ops = {
+      BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Rem, BinaryOp::Max,
+      BinaryOp::Min, BinaryOp::Eq,  BinaryOp::Ne,  BinaryOp::Lt,  BinaryOp::Le,  BinaryOp::Gt,
+      BinaryOp::Ge,  BinaryOp::And, BinaryOp::Or,  BinaryOp::Xor, BinaryOp::Shl, BinaryOp::Shr};
   for (DType t : {DType::i32, DType::i64}) {
     const int bits = t == DType::i32 ? 32 : 64;
     const int64_t mn = t == DType::i32 ? INT32_MIN : INT64_MIN;
@@ -271,56 +302,113 @@ TEST(EmitterBinary, IntOps) {
         int64_t x = r.a.getI(e), y = r.b.getI(e), w = 0;
         auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
         switch (op) {
-          case BinaryOp::Add: w = wrap(ux + uy); break;
-          case BinaryOp::Sub: w = wrap(ux - uy); break;
-          case BinaryOp::Mul: w = wrap(ux * uy); break;
-          case BinaryOp::Div: w = y == 0 ? 0 : y == -1 ? wrap(0 - ux) : x / y; break;
-          case BinaryOp::Rem: w = y == 0 || y == -1 ? 0 : x % y; break;
-          case BinaryOp::Max: w = std::max(x, y); break;
-          case BinaryOp::Min: w = std::min(x, y); break;
-          case BinaryOp::Eq: w = x == y; break;
-          case BinaryOp::Ne: w = x != y; break;
-          case BinaryOp::Lt: w = x < y; break;
-          case BinaryOp::Le: w = x <= y; break;
-          case BinaryOp::Gt: w = x > y; break;
-          case BinaryOp::Ge: w = x >= y; break;
-          case BinaryOp::And: w = x & y; break;
-          case BinaryOp::Or: w = x | y; break;
-          case BinaryOp::Xor: w = x ^ y; break;
-          case BinaryOp::Shl: w = y < 0 || y >= bits ? 0 : wrap(ux << y); break;
+          case BinaryOp::Add:
+            w = wrap(ux + uy);
+            break;
+          case BinaryOp::Sub:
+            w = wrap(ux - uy);
+            break;
+          case BinaryOp::Mul:
+            w = wrap(ux * uy);
+            break;
+          case BinaryOp::Div:
+            w = y == 0 ? 0 : y == -1 ? wrap(0 - ux) : x / y;
+            break;
+          case BinaryOp::Rem:
+            w = y == 0 || y == -1 ? 0 : x % y;
+            break;
+          case BinaryOp::Max:
+            w = std::max(x, y);
+            break;
+          case BinaryOp::Min:
+            w = std::min(x, y);
+            break;
+          case BinaryOp::Eq:
+            w = x == y;
+            break;
+          case BinaryOp::Ne:
+            w = x != y;
+            break;
+          case BinaryOp::Lt:
+            w = x < y;
+            break;
+          case BinaryOp::Le:
+            w = x <= y;
+            break;
+          case BinaryOp::Gt:
+            w = x > y;
+            break;
+          case BinaryOp::Ge:
+            w = x >= y;
+            break;
+          case BinaryOp::And:
+            w = x & y;
+            break;
+          case BinaryOp::Or:
+            w = x | y;
+            break;
+          case BinaryOp::Xor:
+            w = x ^ y;
+            break;
+          case BinaryOp::Shl:
+            w = y < 0 || y >= bits ? 0 : wrap(ux << y);
+            break;
           case BinaryOp::Shr: {
             uint64_t mask = bits == 32 ? 0xFFFFFFFFull : ~0ull;
             w = y < 0 || y >= bits ? 0 : wrap((ux & mask) >> y);
             break;
           }
-          default: FAIL();
+          default:
+            FAIL();
         }
-        EXPECT_EQ(r.out.getI(e), w) << dtypeName(t) << " op " << static_cast<int>(op) << "(" << x << ", " << y << ")";
+        EXPECT_EQ(r.out.getI(e), w)
+            << dtypeName(t) << " op " << static_cast<int>(op) << "(" << x << ", " << y << ")";
       }
     }
   }
 }
 
 TEST(EmitterBinary, BoolOps) {
-  const std::vector<BinaryOp> ops = {BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt,
-                                     BinaryOp::Ge, BinaryOp::And, BinaryOp::Or, BinaryOp::Xor};
+  const std::vector<BinaryOp> ops = {BinaryOp::Eq,  BinaryOp::Ne, BinaryOp::Lt,
+                                     BinaryOp::Le,  BinaryOp::Gt, BinaryOp::Ge,
+                                     BinaryOp::And, BinaryOp::Or, BinaryOp::Xor};
   for (BinaryOp op : ops) {
     BinaryRun r = runBinary(op, DType::boolean, {}, true, {0, 1});
     for (int64_t e = 0; e < r.out.numel(); ++e) {
       bool x = r.a.getI(e) != 0, y = r.b.getI(e) != 0, w = false;
       switch (op) {
-        case BinaryOp::Eq: w = x == y; break;
-        case BinaryOp::Ne: w = x != y; break;
-        case BinaryOp::Lt: w = x < y; break;
-        case BinaryOp::Le: w = x <= y; break;
-        case BinaryOp::Gt: w = x > y; break;
-        case BinaryOp::Ge: w = x >= y; break;
-        case BinaryOp::And: w = x && y; break;
-        case BinaryOp::Or: w = x || y; break;
-        case BinaryOp::Xor: w = x != y; break;
-        default: FAIL();
+        case BinaryOp::Eq:
+          w = x == y;
+          break;
+        case BinaryOp::Ne:
+          w = x != y;
+          break;
+        case BinaryOp::Lt:
+          w = x < y;
+          break;
+        case BinaryOp::Le:
+          w = x <= y;
+          break;
+        case BinaryOp::Gt:
+          w = x > y;
+          break;
+        case BinaryOp::Ge:
+          w = x >= y;
+          break;
+        case BinaryOp::And:
+          w = x && y;
+          break;
+        case BinaryOp::Or:
+          w = x || y;
+          break;
+        case BinaryOp::Xor:
+          w = x != y;
+          break;
+        default:
+          FAIL();
       }
-      EXPECT_EQ(r.out.as<uint8_t>()[e], w ? 1 : 0) << "op " << static_cast<int>(op) << "(" << x << ", " << y << ")";
+      EXPECT_EQ(r.out.as<uint8_t>()[e], w ? 1 : 0)
+          << "op " << static_cast<int>(op) << "(" << x << ", " << y << ")";
     }
   }
 }
@@ -350,7 +438,8 @@ TEST(EmitterBinary, PowSpecialCases) {
     for (auto [t, e] : {std::pair{&tsq, 2.0}, std::pair{&tc, 3.0}, std::pair{&th, 0.5}}) {
       Tensor want(TensorType{DType::f32, {1}});
       want.setF(0, std::pow(x0, e));
-      EXPECT_TRUE(sameValue(t->getF(i), want.getF(0))) << "pow(" << x0 << ", " << e << ") = " << t->getF(i);
+      EXPECT_TRUE(sameValue(t->getF(i), want.getF(0)))
+          << "pow(" << x0 << ", " << e << ") = " << t->getF(i);
     }
   }
 }
@@ -372,11 +461,22 @@ void referenceCast(const Tensor& x, Tensor& out) {
 }
 
 TEST(EmitterCast, AllPairsMatchInterpreter) {
-  const std::vector<double> floatVals = {0.0, -0.0, 1.0, -1.0, 0.5, -1.5, 2.5, 1e-3, 3.1415926535, 65504.0,
-                                         65520.0, 1e5, -7e9, 3e9, 1e19, -1e19, 1e-7, 6e-8, 1e-40, 1.00390625,
-                                         1.0078125, kInf, -kInf, kNaN};
-  const std::vector<int64_t> intVals = {0, 1, -1, 2, 255, -256, 65504, 16777217, INT32_MAX, INT32_MIN,
-                                        (int64_t{1} << 53) + 1, INT64_MAX, INT64_MIN};
+  const std::vector<double> floatVals = {
+      0.0,  -0.0, 1.0,  -1.0,  0.5,  -1.5, 2.5,   1e-3,       3.1415926535, 65504.0, 65520.0, 1e5,
+      -7e9, 3e9,  1e19, -1e19, 1e-7, 6e-8, 1e-40, 1.00390625, 1.0078125,    kInf,    -kInf,   kNaN};
+  const std::vector<int64_t> intVals = {0,
+                                        1,
+                                        -1,
+                                        2,
+                                        255,
+                                        -256,
+                                        65504,
+                                        16777217,
+                                        INT32_MAX,
+                                        INT32_MIN,
+                                        (int64_t{1} << 53) + 1,
+                                        INT64_MAX,
+                                        INT64_MIN};
   for (DType from : kAllDTypes) {
     for (DType to : kAllDTypes) {
       const int64_t n = static_cast<int64_t>(isFloat(from) ? floatVals.size() : intVals.size());
@@ -425,7 +525,10 @@ TEST(EmitterCast, HalfStorageRoundTrip) {
     k.parallelExtent = n;
     auto p = varRef(k, k.parallelVar);
     auto v = cast(load(k, xb, p), DType::f32);
-    k.body = {store(yb, p, cast(binary(BinaryOp::Add, binary(BinaryOp::Mul, v, constFloat(1.5)), constFloat(0.25)), t))};
+    k.body = {store(
+        yb, p,
+        cast(binary(BinaryOp::Add, binary(BinaryOp::Mul, v, constFloat(1.5)), constFloat(0.25)),
+             t))};
     KernelFn fn = compile(k);
     Tensor y(TensorType{t, {n}});
     run(fn, {&x, &y}, 0, n);
@@ -460,7 +563,9 @@ Kernel rowKernel(int64_t e, LoopKind kind, int unroll) {
   auto at = [&](int var) { return load(k, xb, add(mul(p, e), varRef(k, var))); };
   auto pf = cast(p, DType::f32);
   k.body = {
-      loop(j, e, {store(yb, add(mul(p, e), varRef(k, j)), binary(BinaryOp::Add, binary(BinaryOp::Mul, at(j), constFloat(2)), pf))},
+      loop(j, e,
+           {store(yb, add(mul(p, e), varRef(k, j)),
+                  binary(BinaryOp::Add, binary(BinaryOp::Mul, at(j), constFloat(2)), pf))},
            kind, unroll),
       assign(acc, constFloat(0)),
       assign(mx, constFloat(-kInf)),
@@ -492,7 +597,8 @@ TEST(EmitterLoops, EveryKindAndExtentWithSplitRanges) {
         double sum = 0, mx = -kInf;
         for (int64_t j = 0; j < e; ++j) {
           double v = x.getF(p * e + j);
-          EXPECT_TRUE(sameValue(y.getF(p * e + j), static_cast<float>(static_cast<float>(v * 2) + static_cast<float>(p))))
+          EXPECT_TRUE(sameValue(y.getF(p * e + j), static_cast<float>(static_cast<float>(v * 2) +
+                                                                      static_cast<float>(p))))
               << "extent " << e << " kind " << static_cast<int>(kind) << " at " << p << "," << j;
           sum += v;
           mx = nanMax(mx, v);
@@ -520,13 +626,16 @@ TEST(EmitterLoops, NestsAndEmptyLoops) {
   int none = k.addVar("none", DType::i64);
   auto idx = add(mul(add(mul(varRef(k, i), b), varRef(k, j)), c), varRef(k, l));
   auto val = add(mul(varRef(k, i), 100), add(mul(varRef(k, j), 10), varRef(k, l)));
-  k.body = {loop(i, a, {loop(j, b, {loop(l, c, {store(yb, idx, val)}, LoopKind::Vector)}, LoopKind::Unroll, 2)}),
+  k.body = {loop(i, a,
+                 {loop(j, b, {loop(l, c, {store(yb, idx, val)}, LoopKind::Vector)},
+                       LoopKind::Unroll, 2)}),
             loop(none, 0, {store(zb, constInt(0), constInt(42))})};
   KernelFn fn = compile(k);
   Tensor y(TensorType{DType::i64, {a * b * c}}), z(TensorType{DType::i64, {1}});
   z.setI(0, 7);
   run(fn, {&y, &z}, 0, 1);
-  for (int64_t x = 0; x < a * b * c; ++x) EXPECT_EQ(y.getI(x), (x / (b * c)) * 100 + (x / c % b) * 10 + x % c);
+  for (int64_t x = 0; x < a * b * c; ++x)
+    EXPECT_EQ(y.getI(x), (x / (b * c)) * 100 + (x / c % b) * 10 + x % c);
   EXPECT_EQ(z.getI(0), 7);
   // An empty parallel range runs nothing.
   z.setI(0, 7);
@@ -553,7 +662,8 @@ TEST(EmitterControl, IfElse) {
                    {store(yb, vi, unary(UnaryOp::Neg, x)),
                     assign(cnt, binary(BinaryOp::Add, varRef(k, cnt), constInt(1, DType::i32)))},
                    {store(yb, vi, binary(BinaryOp::Mul, x, x))}),
-            ifThen(binary(BinaryOp::Gt, vi, constInt(n + 5)), {store(yb, constInt(0), constFloat(99, DType::f64))})}),
+            ifThen(binary(BinaryOp::Gt, vi, constInt(n + 5)),
+                   {store(yb, constInt(0), constFloat(99, DType::f64))})}),
       store(cb, constInt(0), varRef(k, cnt))};
   KernelFn fn = compile(k);
   Tensor tx(TensorType{DType::f64, {n}}), ty = tx, tc(TensorType{DType::i32, {1}});
@@ -575,25 +685,33 @@ TEST(EmitterControl, LocalsOfEveryType) {
   int ob = k.addBuffer("out", DType::i64, 4, Access::Write);
   int fb = k.addBuffer("fout", DType::f64, 1, Access::Write);
   int bb = k.addBuffer("any", DType::boolean, 1, Access::Write);
-  int si = k.addVar("sum32", DType::i32), sl = k.addVar("sum64", DType::i64), sf = k.addVar("sumf", DType::f64);
-  int any = k.addVar("anyneg", DType::boolean), mn = k.addVar("mn", DType::i64), i = k.addVar("i", DType::i64);
+  int si = k.addVar("sum32", DType::i32), sl = k.addVar("sum64", DType::i64),
+      sf = k.addVar("sumf", DType::f64);
+  int any = k.addVar("anyneg", DType::boolean), mn = k.addVar("mn", DType::i64),
+      i = k.addVar("i", DType::i64);
   auto x = load(k, xb, varRef(k, i));
   auto x64 = cast(x, DType::i64);
-  k.body = {assign(si, constInt(0, DType::i32)), assign(sl, constInt(0)), assign(sf, constFloat(0, DType::f64)),
-            assign(any, constBool(false)), assign(mn, constInt(INT64_MAX)),
+  k.body = {assign(si, constInt(0, DType::i32)),
+            assign(sl, constInt(0)),
+            assign(sf, constFloat(0, DType::f64)),
+            assign(any, constBool(false)),
+            assign(mn, constInt(INT64_MAX)),
             loop(i, n,
                  {assign(si, binary(BinaryOp::Add, varRef(k, si), x)),
                   assign(sl, binary(BinaryOp::Add, varRef(k, sl), x64)),
                   assign(sf, binary(BinaryOp::Add, varRef(k, sf), cast(x, DType::f64))),
-                  assign(any, binary(BinaryOp::Or, varRef(k, any), binary(BinaryOp::Lt, x, constInt(0, DType::i32)))),
+                  assign(any, binary(BinaryOp::Or, varRef(k, any),
+                                     binary(BinaryOp::Lt, x, constInt(0, DType::i32)))),
                   assign(mn, select(binary(BinaryOp::Lt, x64, varRef(k, mn)), x64, varRef(k, mn)))},
                  LoopKind::Vector),
-            store(ob, constInt(0), cast(varRef(k, si), DType::i64)), store(ob, constInt(1), varRef(k, sl)),
-            store(ob, constInt(2), varRef(k, mn)), store(fb, constInt(0), varRef(k, sf)),
+            store(ob, constInt(0), cast(varRef(k, si), DType::i64)),
+            store(ob, constInt(1), varRef(k, sl)),
+            store(ob, constInt(2), varRef(k, mn)),
+            store(fb, constInt(0), varRef(k, sf)),
             store(bb, constInt(0), varRef(k, any))};
   KernelFn fn = compile(k);
-  Tensor tx(TensorType{DType::i32, {n}}), to(TensorType{DType::i64, {4}}), tf(TensorType{DType::f64, {1}}),
-      tb(TensorType{DType::boolean, {1}});
+  Tensor tx(TensorType{DType::i32, {n}}), to(TensorType{DType::i64, {4}}),
+      tf(TensorType{DType::f64, {1}}), tb(TensorType{DType::boolean, {1}});
   int64_t s = 0, m = INT64_MAX;
   for (int64_t v = 0; v < n; ++v) {
     int64_t val = (v * 7919) % 1000 - 300;
@@ -622,7 +740,10 @@ TEST(EmitterBuffers, InPlaceUpdate) {
   k.parallelExtent = 1;
   int i = k.addVar("i", DType::i64);
   auto vi = varRef(k, i);
-  k.body = {loop(i, n, {store(wout, vi, binary(BinaryOp::Sub, load(k, w, vi), binary(BinaryOp::Mul, constFloat(0.1), load(k, g, vi))))},
+  k.body = {loop(i, n,
+                 {store(wout, vi,
+                        binary(BinaryOp::Sub, load(k, w, vi),
+                               binary(BinaryOp::Mul, constFloat(0.1), load(k, g, vi))))},
                  LoopKind::Vector)};
 
   // The LLVM function drops noalias from exactly the in-place pair.
@@ -665,7 +786,8 @@ TEST(EmitterIR, LoopMetadata) {
   llvm::raw_string_ostream os(text);
   mod.print(os, nullptr);
   EXPECT_NE(text.find("!\"llvm.loop.vectorize.enable\", i1 true"), std::string::npos) << text;
-  EXPECT_NE(text.find("!\"llvm.loop.vectorize.width\", i32 8"), std::string::npos) << text;  // 256 / f32
+  EXPECT_NE(text.find("!\"llvm.loop.vectorize.width\", i32 8"), std::string::npos)
+      << text;  // 256 / f32
   EXPECT_NE(text.find("fadd reassoc contract float"), std::string::npos) << text;
   EXPECT_EQ(text.find("nnan"), std::string::npos);
   EXPECT_EQ(text.find("ninf"), std::string::npos);
@@ -687,7 +809,8 @@ TEST(EmitterIR, ExpLoopVectorizesAndDumps) {
   int yb = k.addBuffer("y", DType::f32, n, Access::Write);
   int i = k.addVar("i", DType::i64);
   for (UnaryOp op : {UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Erf}) {
-    k.body = {loop(i, n, {store(yb, varRef(k, i), unary(op, load(k, xb, varRef(k, i))))}, LoopKind::Vector)};
+    k.body = {loop(i, n, {store(yb, varRef(k, i), unary(op, load(k, xb, varRef(k, i))))},
+                   LoopKind::Vector)};
     TargetSpec target = TargetSpec::host();
     std::string ir = kernelLLVMIR(k, target);
     const int lanes = target.vectorBits() / 32;
@@ -712,7 +835,8 @@ TEST(EmitterIR, Avx512Target) {
   int xb = k.addBuffer("x", DType::f32, 4096, Access::Read);
   int yb = k.addBuffer("y", DType::f32, 4096, Access::Write);
   int i = k.addVar("i", DType::i64);
-  k.body = {loop(i, 4096, {store(yb, varRef(k, i), unary(UnaryOp::Exp, load(k, xb, varRef(k, i))))}, LoopKind::Vector)};
+  k.body = {loop(i, 4096, {store(yb, varRef(k, i), unary(UnaryOp::Exp, load(k, xb, varRef(k, i))))},
+                 LoopKind::Vector)};
   EXPECT_NE(kernelLLVMIR(k, t).find("<16 x float>"), std::string::npos);
   EXPECT_NE(kernelAssembly(k, t).find("zmm"), std::string::npos);
 }
@@ -787,7 +911,8 @@ TEST(EmitterCache, SecondCompileInFreshJitHitsTheCache) {
   Kernel k2 = rowKernel(9, LoopKind::Serial, 0);
   k2.name = "cached_rows_serial";
   auto check = [&](KernelFn fn) {
-    Tensor x(TensorType{DType::f32, {5 * 9}}), y(x.type()), s(TensorType{DType::f32, {5}}), m(s.type());
+    Tensor x(TensorType{DType::f32, {5 * 9}}), y(x.type()), s(TensorType{DType::f32, {5}}),
+        m(s.type());
     for (int64_t i = 0; i < 45; ++i) x.setF(i, static_cast<double>(i));
     run(fn, {&x, &y, &s, &m}, 0, 5);
     EXPECT_EQ(s.getF(4), 36 + 37 + 38 + 39 + 40 + 41 + 42 + 43 + 44);

@@ -1,11 +1,11 @@
 // Kernel IR: builder type checks, the verifier's errors and the printed form.
-#include "codegen/kernel_ir.h"
-
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <stdexcept>
 #include <string>
+
+#include "codegen/kernel_ir.h"
 
 namespace tgc::codegen::kir {
 namespace {
@@ -30,7 +30,9 @@ Kernel axpb() {
   k.parallelVar = k.addVar("p", DType::i64);
   k.parallelExtent = 8;
   auto p = varRef(k, k.parallelVar);
-  k.body = {store(y, p, binary(BinaryOp::Add, binary(BinaryOp::Mul, load(k, x, p), constFloat(2)), constFloat(1)))};
+  k.body = {store(
+      y, p,
+      binary(BinaryOp::Add, binary(BinaryOp::Mul, load(k, x, p), constFloat(2)), constFloat(1)))};
   return k;
 }
 
@@ -46,14 +48,17 @@ TEST(KirBuilders, ResultTypes) {
 
 TEST(KirBuilders, RejectBadTypes) {
   Kernel k = axpb();
-  expectError([] { binary(BinaryOp::Add, constFloat(1), constInt(1)); }, "differ in type: f32 and i64");
+  expectError([] { binary(BinaryOp::Add, constFloat(1), constInt(1)); },
+              "differ in type: f32 and i64");
   expectError([] { unary(UnaryOp::Exp, constInt(1)); }, "exp needs f32 or f64, got i64");
   expectError([] { unary(UnaryOp::Exp, constFloat(1, DType::bf16)); }, "storage type");
   expectError([] { binary(BinaryOp::Pow, constInt(1), constInt(1)); }, "pow needs f32 or f64");
   expectError([] { binary(BinaryOp::Shl, constFloat(1), constFloat(1)); }, "<< needs i32 or i64");
-  expectError([] { binary(BinaryOp::And, constFloat(1), constFloat(1)); }, "& needs bool, i32 or i64");
+  expectError([] { binary(BinaryOp::And, constFloat(1), constFloat(1)); },
+              "& needs bool, i32 or i64");
   expectError([] { unary(UnaryOp::Not, constFloat(1)); }, "not needs bool, i32 or i64");
-  expectError([] { select(constInt(1), constInt(1), constInt(2)); }, "select condition must be bool");
+  expectError([] { select(constInt(1), constInt(1), constInt(2)); },
+              "select condition must be bool");
   expectError([] { select(constBool(true), constInt(1), constFloat(2)); }, "select arms differ");
   expectError([&] { load(k, 0, constInt(0, DType::i32)); }, "index must be i64");
   expectError([&] { load(k, 7, constInt(0)); }, "buffer 7 out of range");
@@ -206,11 +211,14 @@ TEST(KirPrint, LoopsLocalsIf) {
   auto idx = add(mul(p, 10), varRef(k, j));
   k.body = {
       assign(acc, constFloat(0)),
-      loop(j, 10, {assign(acc, binary(BinaryOp::Add, varRef(k, acc), load(k, x, idx)))}, LoopKind::Vector),
-      loop(u, 2, {assign(acc, binary(BinaryOp::Mul, varRef(k, acc), constFloat(0.5)))}, LoopKind::Unroll, 2),
+      loop(j, 10, {assign(acc, binary(BinaryOp::Add, varRef(k, acc), load(k, x, idx)))},
+           LoopKind::Vector),
+      loop(u, 2, {assign(acc, binary(BinaryOp::Mul, varRef(k, acc), constFloat(0.5)))},
+           LoopKind::Unroll, 2),
       ifThen(binary(BinaryOp::Gt, varRef(k, acc), constFloat(0)),
              {store(y, p, cast(varRef(k, acc), DType::f64))},
-             {store(y, p, constFloat(-1, DType::f64)), store(m, p, unary(UnaryOp::Not, load(k, m, p)))}),
+             {store(y, p, constFloat(-1, DType::f64)),
+              store(m, p, unary(UnaryOp::Not, load(k, m, p)))}),
   };
   EXPECT_NO_THROW(verify(k));
   EXPECT_EQ(print(k),
@@ -270,10 +278,13 @@ TEST(KirPrint, ParenthesesAndCalls) {
   int f = k.addVar("f", DType::f32);
   k.body = {assign(a, constInt(1)), assign(b, constInt(2)), assign(f, constFloat(1.5))};
   auto va = varRef(k, a), vb = varRef(k, b), vf = varRef(k, f);
-  k.body.push_back(assign(a, binary(BinaryOp::Mul, binary(BinaryOp::Add, va, vb), binary(BinaryOp::Sub, va, vb))));
+  k.body.push_back(assign(
+      a, binary(BinaryOp::Mul, binary(BinaryOp::Add, va, vb), binary(BinaryOp::Sub, va, vb))));
   k.body.push_back(assign(a, binary(BinaryOp::Sub, va, binary(BinaryOp::Sub, vb, constInt(1)))));
-  k.body.push_back(assign(f, binary(BinaryOp::Max, unary(UnaryOp::Exp, vf), binary(BinaryOp::Pow, vf, constFloat(2)))));
-  k.body.push_back(assign(a, select(binary(BinaryOp::Eq, va, vb), cast(vf, DType::i64), constInt(-3))));
+  k.body.push_back(assign(
+      f, binary(BinaryOp::Max, unary(UnaryOp::Exp, vf), binary(BinaryOp::Pow, vf, constFloat(2)))));
+  k.body.push_back(
+      assign(a, select(binary(BinaryOp::Eq, va, vb), cast(vf, DType::i64), constInt(-3))));
   k.body.push_back(assign(b, binary(BinaryOp::Shr, va, constInt(3))));
   k.body.push_back(assign(f, constFloat(std::numeric_limits<double>::infinity())));
   std::string text = print(k);
