@@ -39,12 +39,13 @@ bool envFlag(const char* name) {
 }
 
 // Where a buffer lives. Views share their operand's slot.
-enum class SlotKind { Arena, Input, Constant, Alias };
+enum class SlotKind { Arena, Input, Constant, Alias, Output };
 
 struct Slot {
   SlotKind kind = SlotKind::Arena;
   // Input: position in Impl::inputs; Constant: in Impl::constants; Alias: the slot whose
-  // memory this one uses (new.X written into X's storage).
+  // memory this one uses (new.X written into X's storage); Output: the result tensor (its
+  // position in Impl::outputs) the value is computed in.
   int index = -1;
   int64_t offset = 0;  // Arena: from the memory plan
   int64_t bytes = 0;
@@ -382,6 +383,7 @@ struct Executable::Impl {
     std::string name;
     TensorType type;
     int slot = -1;
+    bool bound = false;  // an output computed right in its result tensor, not copied there
   };
   std::vector<IO> inputs, outputs;
   std::vector<bool> outputIsState;  // per output: a new.X written back into X
@@ -402,7 +404,9 @@ struct Executable::Impl {
   void plan();
   void generateCode(std::vector<codegen::LoweredKernel>& lowered,
                     const std::vector<int>& loweredLaunch);
-  void execute(const std::vector<void*>& inputPtrs);
+  void execute(const std::vector<void*>& inputPtrs, const std::vector<Tensor*>& results);
+  // Runs with the inputs at `inputPtrs`; returns every output not in `skip` (state).
+  std::vector<Tensor> runWith(const std::vector<void*>& inputPtrs, bool skipState);
   void runKernel(Launch& l);
 };
 
@@ -540,6 +544,14 @@ void Executable::Impl::build(const Graph& source) {
   }
   outputIsState.assign(outputs.size(), false);
   if (opts.updateInPlace) pairState(lowered, loweredLaunch);
+  // Results are computed where the caller gets them: no copy out of the arena.
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    Slot& sl = slots[static_cast<size_t>(outputs[o].slot)];
+    if (outputIsState[o] || sl.kind != SlotKind::Arena) continue;
+    sl.kind = SlotKind::Output;
+    sl.index = static_cast<int>(o);
+    outputs[o].bound = true;
+  }
   plan();
 
   // Code generation, after the plan so that kernels writing in place say so.
@@ -684,7 +696,26 @@ void Executable::Impl::runKernel(Launch& l) {
                     l.grain);
 }
 
-void Executable::Impl::execute(const std::vector<void*>& inputPtrs) {
+std::vector<Tensor> Executable::Impl::runWith(const std::vector<void*>& inputPtrs,
+                                              bool skipState) {
+  std::vector<Tensor> results;
+  std::vector<Tensor*> resultPtrs(outputs.size(), nullptr);
+  results.reserve(outputs.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (skipState && outputIsState[o]) continue;
+    results.emplace_back(outputs[o].type);
+    resultPtrs[o] = &results.back();
+  }
+  execute(inputPtrs, resultPtrs);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (resultPtrs[o] && !outputs[o].bound && resultPtrs[o]->nbytes() > 0)
+      std::memcpy(resultPtrs[o]->data(), slotPtr[static_cast<size_t>(outputs[o].slot)],
+                  resultPtrs[o]->nbytes());
+  return results;
+}
+
+void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
+                               const std::vector<Tensor*>& results) {
   auto* base = static_cast<unsigned char*>(arena.get());
   for (size_t s = 0; s < slots.size(); ++s) {
     const Slot& sl = slots[s];
@@ -692,6 +723,7 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs) {
       case SlotKind::Arena: slotPtr[s] = base + sl.offset; break;
       case SlotKind::Input: slotPtr[s] = inputPtrs[static_cast<size_t>(sl.index)]; break;
       case SlotKind::Constant: slotPtr[s] = constants[static_cast<size_t>(sl.index)].data(); break;
+      case SlotKind::Output: slotPtr[s] = results[static_cast<size_t>(sl.index)]->data(); break;
       case SlotKind::Alias: break;
     }
   }
@@ -733,11 +765,6 @@ void checkType(const std::string& name, const TensorType& want, const Tensor& go
                                             name, want.str(), where, got.type().str()));
 }
 
-Tensor copyOut(const TensorType& type, const void* from) {
-  Tensor t(type);
-  if (t.nbytes() > 0) std::memcpy(t.data(), from, t.nbytes());
-  return t;
-}
 
 }  // namespace
 
@@ -760,11 +787,7 @@ std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs)
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
                                             fmt::join(missing, ", ")));
-  m.execute(ptrs);
-  std::vector<Tensor> out;
-  for (const Impl::IO& o : m.outputs)
-    out.push_back(copyOut(o.type, m.slotPtr[static_cast<size_t>(o.slot)]));
-  return out;
+  return m.runWith(ptrs, false);
 }
 
 std::map<std::string, Tensor> Executable::runStep(ParamStore& store,
@@ -799,12 +822,11 @@ std::map<std::string, Tensor> Executable::runStep(ParamStore& store,
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
                                             fmt::join(missing, ", ")));
-  m.execute(ptrs);
+  std::vector<Tensor> results = m.runWith(ptrs, true);
   std::map<std::string, Tensor> out;
+  size_t next = 0;
   for (size_t i = 0; i < m.outputs.size(); ++i)
-    if (!m.outputIsState[i])
-      out.emplace(m.outputs[i].name,
-                  copyOut(m.outputs[i].type, m.slotPtr[static_cast<size_t>(m.outputs[i].slot)]));
+    if (!m.outputIsState[i]) out.emplace(m.outputs[i].name, std::move(results[next++]));
   return out;
 }
 
