@@ -223,6 +223,8 @@ class Jit::PerfMap {
     for (const Symbol& s : pending_)
       if (s.name == anchor) a = &s;
     if (a) {
+      static std::mutex fileMutex;  // one file for every Jit of the process
+      std::lock_guard fileLock(fileMutex);
       std::ofstream out(fmt::format("/tmp/perf-{}.map", getpid()), std::ios::app);
       for (const Symbol& s : pending_)
         if (s.section == a->section)
