@@ -249,17 +249,22 @@ void lowerSoftmax(Ctx& c) {
       live.push_back(pass([&](ExprP v, ExprP o, Stmts&) {
         return Stmts{kir::store(ob, o, kir::cast(bin(BinaryOp::Sub, shifted(v), c.var(lse)), ot))};
       }));
-    } else if (storeExp) {
-      live.push_back(forLoop(c, "j", len, passKind, [&](ExprP j) {
-        full[ga] = j;
-        ExprP o = c.flat(full, xv);
-        return Stmts{kir::store(ob, o, bin(BinaryOp::Div, kir::load(k, ob, o), c.var(sum)))};
-      }));
     } else {
-      live.push_back(pass([&](ExprP v, ExprP o, Stmts&) {
-        ExprP e = kir::unary(UnaryOp::Exp, shifted(v));
-        return Stmts{kir::store(ob, o, kir::cast(bin(BinaryOp::Div, e, c.var(sum)), ot))};
-      }));
+      // One division per row, then multiplications (within an ulp of dividing each).
+      int inv = c.newVar("inv_sum", ct);
+      live.push_back(kir::assign(inv, bin(BinaryOp::Div, kir::constFloat(1.0, ct), c.var(sum))));
+      if (storeExp) {
+        live.push_back(forLoop(c, "j", len, passKind, [&](ExprP j) {
+          full[ga] = j;
+          ExprP o = c.flat(full, xv);
+          return Stmts{kir::store(ob, o, bin(BinaryOp::Mul, kir::load(k, ob, o), c.var(inv)))};
+        }));
+      } else {
+        live.push_back(pass([&](ExprP v, ExprP o, Stmts&) {
+          ExprP e = kir::unary(UnaryOp::Exp, shifted(v));
+          return Stmts{kir::store(ob, o, kir::cast(bin(BinaryOp::Mul, e, c.var(inv)), ot))};
+        }));
+      }
     }
     s.push_back(kir::ifThen(bin(BinaryOp::Eq, c.var(m), kir::constFloat(-kInf, ct)), empty, live));
     return s;
