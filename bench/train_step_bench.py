@@ -21,6 +21,7 @@ Without torch the script says so and prints tgc's figures alone (exit status 0).
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -130,6 +131,7 @@ def bench_tgc(tgc, preset, B, L, steps, work, clock):
         figures["median_s"] = ((figures["cached_cpu_s"] - figures["once_cpu_s"]) /
                                (steps - 1) / figures["threads"])
     shutil.rmtree(cache, ignore_errors=True)
+    figures["state_bytes"] = 3 * 4 * sum(math.prod(shape) for _, shape in pc.param_specs(tir))
     return figures, tir
 
 
@@ -245,14 +247,15 @@ def main():
         print(f"PyTorch is not installed ({why}): tgc's figures only "
               "(pip install torch to compare)")
     header = (f"{'preset':6} {'BxL':6} | {'tgc ms':>8} {'torch ms':>9} {'tgc/torch':>9} | "
-              f"{'graph s':>7} {'cold s':>7} {'cached s':>8} | {'arena':>6} {'tgc RSS':>7} "
-              f"{'tgc +RSS':>8} {'torch +RSS':>10}")
+              f"{'graph s':>7} {'cold s':>7} {'cached s':>8} | {'state':>6} {'arena':>6} "
+              f"{'tgc RSS':>7} {'tgc +RSS':>8} {'torch +RSS':>10}")
     with tempfile.TemporaryDirectory(prefix="tgc_train_bench_") as work:
         base_rss = tgc_base_rss(args.tgc, work)
         what = "median wall time" if args.clock == "wall" else "CPU time / threads"
         print(f"times (ms): {what} of a step; compile (s): graph = tgc compile --train, "
-              f"cold/cached = kernels in tgc run;\nmemory (MiB): arena, max RSS of tgc run, and "
-              f"the growth over tgc's own {mib(base_rss):.0f} MiB / over PyTorch's after import")
+              f"cold/cached = kernels in tgc run;\nmemory (MiB): state = parameters + Adam "
+              f"moments, arena, max RSS of tgc run, and the growth over tgc's own "
+              f"{mib(base_rss):.0f} MiB / over PyTorch's after import")
         print(header)
         print("-" * len(header))
         toy_tir = os.path.join(work, "toy.tir")
@@ -269,7 +272,8 @@ def main():
                 else:
                     row += f"{'-':>9} {'-':>9} | "
                 row += (f"{t['graph_s']:7.2f} {t['cold_compile_s']:7.2f} "
-                        f"{t['cached_compile_s']:8.2f} | {mib(t['arena_bytes']):6.0f} "
+                        f"{t['cached_compile_s']:8.2f} | {mib(t['state_bytes']):6.0f} "
+                        f"{mib(t['arena_bytes']):6.0f} "
                         f"{mib(t['maxrss']):7.0f} {mib(t['maxrss'] - base_rss):8.0f} ")
                 row += f"{mib(p['rss_growth']):10.0f}" if torch_ok else f"{'-':>10}"
                 print(row, flush=True)
