@@ -93,28 +93,45 @@ int orderOf(const std::string& key) {
 }
 
 // sacreBLEU's BLEU._preprocess_segment: rstrip, then tokenize.
-std::string preprocess(std::string_view line) {
-  return tokenize13a(encodeUtf8(rstripPython(decodeUtf8(line))));
+std::string preprocess(std::string_view line, BleuTokenizer tokenizer) {
+  const std::string s = encodeUtf8(rstripPython(decodeUtf8(line)));
+  switch (tokenizer) {
+    case BleuTokenizer::v13a: return tokenize13a(s);
+    case BleuTokenizer::zh: return tokenizeZh(s);
+  }
+  return s;
 }
 
 // sacrebleu.utils.my_log.
 double myLog(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
 
-}  // namespace
+// Python's str.strip().
+std::u32string stripPython(std::u32string s) {
+  s = rstripPython(std::move(s));
+  size_t begin = 0;
+  while (begin < s.size() && isUnicodeSpace(s[begin])) ++begin;
+  return s.substr(begin);
+}
 
-std::string tokenize13a(std::string_view line) {
-  std::string s(line);
-  replaceAll(s, "<skipped>", "");
-  replaceAll(s, "-\n", "");
-  replaceAll(s, "\n", " ");
-  if (s.find('&') != std::string::npos) {
-    replaceAll(s, "&quot;", "\"");
-    replaceAll(s, "&amp;", "&");
-    replaceAll(s, "&lt;", "<");
-    replaceAll(s, "&gt;", ">");
-  }
-  std::u32string u = U" " + decodeUtf8(s) + U" ";
+// TokenizerZh._UCODE_RANGES as Python evaluates them. Two entries are written
+// '\u20000'..'\u2a6d6' and '\u2f800'..'\u2fa1d', which Python reads as two-character
+// strings ('\u2000' '0' ...); a single character compares with them as U+2001..U+2A6D and
+// U+2F81..U+2FA1, so those are the ranges, and the supplementary planes are not included.
+bool isZhChar(char32_t c) {
+  static constexpr std::pair<char32_t, char32_t> kRanges[] = {
+      {0x3400, 0x4DB5}, {0x4E00, 0x9FA5}, {0x9FA6, 0x9FBB}, {0xF900, 0xFA2D}, {0xFA30, 0xFA6A},
+      {0xFA70, 0xFAD9}, {0x2001, 0x2A6D}, {0x2F81, 0x2FA1}, {0xFF00, 0xFFEF}, {0x2E80, 0x2EFF},
+      {0x3000, 0x303F}, {0x31C0, 0x31EF}, {0x2F00, 0x2FDF}, {0x2FF0, 0x2FFF}, {0x3100, 0x312F},
+      {0x31A0, 0x31BF}, {0xFE10, 0xFE1F}, {0xFE30, 0xFE4F}, {0x2600, 0x26FF}, {0x2700, 0x27BF},
+      {0x3200, 0x32FF}, {0x3300, 0x33FF}};
+  for (auto [lo, hi] : kRanges)
+    if (c >= lo && c <= hi) return true;
+  return false;
+}
 
+// sacrebleu.tokenizers.tokenizer_re.TokenizerRegexp: the four substitutions, then one space
+// between tokens.
+std::string tokenizeRegexp(const std::u32string& u) {
   std::u32string spaced;
   for (char32_t c : u) {
     if (is13aSymbol(c)) {
@@ -147,8 +164,39 @@ std::string tokenize13a(std::string_view line) {
   return out;
 }
 
+}  // namespace
+
+std::string tokenize13a(std::string_view line) {
+  std::string s(line);
+  replaceAll(s, "<skipped>", "");
+  replaceAll(s, "-\n", "");
+  replaceAll(s, "\n", " ");
+  if (s.find('&') != std::string::npos) {
+    replaceAll(s, "&quot;", "\"");
+    replaceAll(s, "&amp;", "&");
+    replaceAll(s, "&lt;", "<");
+    replaceAll(s, "&gt;", ">");
+  }
+  return tokenizeRegexp(U" " + decodeUtf8(s) + U" ");
+}
+
+std::string tokenizeZh(std::string_view line) {
+  std::u32string chars;
+  for (char32_t c : stripPython(decodeUtf8(line))) {
+    if (isZhChar(c)) {
+      chars += U' ';
+      chars += c;
+      chars += U' ';
+    } else {
+      chars += c;
+    }
+  }
+  return tokenizeRegexp(chars);
+}
+
 BleuScore corpusBleu(const std::vector<std::string>& hypotheses,
-                     const std::vector<std::vector<std::string>>& references) {
+                     const std::vector<std::vector<std::string>>& references,
+                     BleuTokenizer tokenizer) {
   if (references.empty()) throw std::invalid_argument("corpus BLEU: no references");
   for (const auto& stream : references)
     if (stream.size() != hypotheses.size())
@@ -162,11 +210,11 @@ BleuScore corpusBleu(const std::vector<std::string>& hypotheses,
     std::unordered_map<std::string, int64_t> refMax;
     std::vector<int64_t> refLens;
     for (const auto& stream : references) {
-      NgramStats st = ngrams(preprocess(stream[i]));
+      NgramStats st = ngrams(preprocess(stream[i], tokenizer));
       refLens.push_back(st.length);
       for (auto& [k, n] : st.counts) refMax[k] = std::max(refMax[k], n);
     }
-    const NgramStats hyp = ngrams(preprocess(hypotheses[i]));
+    const NgramStats hyp = ngrams(preprocess(hypotheses[i], tokenizer));
     // The closest reference length; the shorter one on a tie.
     int64_t closest = -1, diff = -1;
     for (int64_t len : refLens) {

@@ -18,6 +18,12 @@ inline constexpr int kBleuMaxOrder = 4;
 
 // sacreBLEU's Tokenizer13a on one line (tokens separated by single spaces).
 std::string tokenize13a(std::string_view line);
+// sacreBLEU's TokenizerZh, for Chinese references (`--tokenize zh`, its choice when the
+// target language is zh): each Chinese character (by sacreBLEU's table, quirks included)
+// is a token, the rest is split by 13a's rules.
+std::string tokenizeZh(std::string_view line);
+
+enum class BleuTokenizer { v13a, zh };
 
 struct BleuScore {
   double score = 0;  // 0..100
@@ -30,10 +36,12 @@ struct BleuScore {
 // references[k][i] is the k-th reference of hypothesis i (sacreBLEU's list of reference
 // streams). Throws std::invalid_argument when a stream's length differs from hypotheses'.
 BleuScore corpusBleu(const std::vector<std::string>& hypotheses,
-                     const std::vector<std::vector<std::string>>& references);
+                     const std::vector<std::vector<std::string>>& references,
+                     BleuTokenizer tokenizer = BleuTokenizer::v13a);
 inline BleuScore corpusBleu(const std::vector<std::string>& hypotheses,
-                            const std::vector<std::string>& references) {
-  return corpusBleu(hypotheses, std::vector<std::vector<std::string>>{references});
+                            const std::vector<std::string>& references,
+                            BleuTokenizer tokenizer = BleuTokenizer::v13a) {
+  return corpusBleu(hypotheses, std::vector<std::vector<std::string>>{references}, tokenizer);
 }
 
 // The fraction (0..1) of hypotheses equal to their reference, byte for byte.

@@ -92,6 +92,41 @@ TEST(Bleu, Tokenizer13a) {
   EXPECT_EQ(tokenize13a("a<skipped>b &lt;tag&gt; &amp;quot; x-\ny\nz"), "ab < tag > & quot ; xy z");
 }
 
+// Chinese targets with sacreBLEU's zh tokenizer; from bleu_expected.py (ZH_SETS) like above.
+const Set kZhSets[] = {
+    {"zh_sentences",
+     {"我有三本书。", "他昨天去了北京，见了朋友。", "你好"},
+     {{"我有3本书。", "他昨天去北京见朋友了。", "你好！"}}},
+    {"zh_mixed_script",
+     {"汤姆(Tom)说：\u201c不行。\u201d 2020年", "这是☃雪人\u2014好玩"},
+     {{"汤姆（Tom）说：\u201c不行！\u201d 2020 年", "这是雪人——好玩"}}},
+};
+const Expected kZhExpected[] = {
+    {"zh_sentences", 28.495577603220287, {18, 9, 3, 1}, {21, 18, 15, 13}, 21, 20},
+    {"zh_mixed_script", 37.81790427652475, {18, 12, 6, 2}, {22, 20, 18, 16}, 22, 22},
+};
+
+TEST(Bleu, ZhTokenizerEqualsSacreBleu) {
+  static_assert(std::size(kZhSets) == std::size(kZhExpected));
+  for (size_t i = 0; i < std::size(kZhSets); ++i) {
+    const Set& set = kZhSets[i];
+    const Expected& want = kZhExpected[i];
+    ASSERT_STREQ(set.name, want.name);
+    SCOPED_TRACE(set.name);
+    const BleuScore got = corpusBleu(set.hyps, set.refs, BleuTokenizer::zh);
+    EXPECT_DOUBLE_EQ(got.score, want.score);
+    EXPECT_EQ(got.correct, want.correct);
+    EXPECT_EQ(got.total, want.total);
+    EXPECT_EQ(got.sysLen, want.sysLen);
+    EXPECT_EQ(got.refLen, want.refLen);
+  }
+  EXPECT_EQ(tokenizeZh("汤姆(Tom)说：\u201c不行。\u201d 2020年"),
+            "汤 姆 ( Tom ) 说 ： \u201c 不 行 。 \u201d 2020 年");
+  // sacreBLEU's table quirks: U+2A6D counts as Chinese, U+2A6E and U+20000 do not.
+  EXPECT_EQ(tokenizeZh("\u2000a\u2001b\u2a6d\u2a6e c\U00020000d"),
+            "a b \u2a6d \u2a6e c\U00020000d");
+}
+
 TEST(Bleu, RefusesMismatchedStreams) {
   EXPECT_THROW(corpusBleu(Lines{"a", "b"}, Lines{"a"}), std::invalid_argument);
   EXPECT_THROW(corpusBleu(Lines{"a"}, std::vector<Lines>{}), std::invalid_argument);
