@@ -9,6 +9,7 @@
 #include <set>
 
 #include "runtime/data/rng.h"
+#include "tests/data/tatoeba_path.h"
 
 namespace tgc::data {
 namespace {
@@ -175,7 +176,7 @@ TEST(Batching, PaddingFraction) {
   EXPECT_LT(eight, four);
   EXPECT_LT(four, 0.25);
 
-  const std::string tatoeba = "/work/shared/data/tatoeba-cmn-eng/cmn.txt";
+  const std::string tatoeba = tatoebaPath();
   if (!std::filesystem::exists(tatoeba)) {
     std::cout << "[ padding  ] " << tatoeba << " not present; Tatoeba figures skipped\n";
     return;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "runtime/data/error.h"
+#include "tests/data/tatoeba_path.h"
 
 namespace tgc::data {
 namespace {
@@ -208,7 +209,7 @@ TEST(Corpus, NumeralsInTheSameForm) {
 
 // The real Tatoeba corpus, where the machine has it (the project does not copy it in).
 TEST(Corpus, TatoebaCmnEng) {
-  const std::string path = "/work/shared/data/tatoeba-cmn-eng/cmn.txt";
+  const std::string path = tatoebaPath();
   if (!fs::exists(path)) GTEST_SKIP() << path << " not present";
   const auto pairs = readTsvCorpus(path);
   EXPECT_GT(pairs.size(), 20'000u);

@@ -11,6 +11,7 @@
 #include "runtime/data/rng.h"
 #include "runtime/data/text.h"
 #include "runtime/data/vocab.h"
+#include "tests/data/tatoeba_path.h"
 
 namespace tgc::data {
 namespace {
@@ -124,7 +125,7 @@ TEST(SentencePiece, MutatedModels) {
 // The real corpus with English subwords, where present.
 TEST(SentencePiece, TatoebaSubwords) {
   REQUIRE_SENTENCEPIECE();
-  const std::string path = "/work/shared/data/tatoeba-cmn-eng/cmn.txt";
+  const std::string path = tatoebaPath();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
   CorpusOptions o;
   o.englishTokenizer = TokenizerKind::sentencepiece;
