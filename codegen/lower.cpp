@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "codegen/lower_loops.h"
 #include "codegen/lower_templates.h"
 
@@ -134,6 +136,21 @@ LoweredKernel lowerGroup(const std::vector<const Node*>& group) {
                                 describeNode(*n), n->op() == OpKind::MatMul ? "a GEMM"
                                 : n->op() == OpKind::Reshape              ? "a view"
                                                                           : "a source"));
+  // Every node must feed the last one: a group's only outputs are the last node's results,
+  // so the work of any other node would be silently lost.
+  std::set<const Node*> members(group.begin(), group.end()), fed;
+  std::vector<const Node*> stack{group.back()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!fed.insert(n).second) continue;
+    for (const Value* o : n->operands())
+      if (members.count(o->def())) stack.push_back(o->def());
+  }
+  for (const Node* n : group)
+    if (!fed.count(n))
+      throw IRError(fmt::format("{}: is in a group but does not feed its last node {}",
+                                describeNode(*n), describeNode(*group.back())));
   lower::Ctx c(group);
   const Node& last = c.anchor();
   if (last.result()->type().numel() == 0) {

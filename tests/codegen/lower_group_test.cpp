@@ -294,6 +294,14 @@ TEST(LowerErrors, NameTheOpAndTheValue) {
   }
   {
     Case c;
+    c.label = "a node that does not feed the last one";
+    Value* x = c.in(ty(DType::f32, {3}));
+    c.op(OpKind::Exp, {x}, {}, {}, "lost");
+    c.op(OpKind::Neg, {x});
+    expectError(c, "exp %lost");
+  }
+  {
+    Case c;
     c.label = "matmul in a group";
     Value* a = c.in(ty(DType::f32, {3, 4}));
     Value* b = c.in(ty(DType::f32, {4, 5}));
