@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -87,6 +88,22 @@ const std::vector<double>& floatInputs() {
 
 // ---- unary ----------------------------------------------------------------------------------
 
+// An elementwise kernel over n elements, body(i): with i the parallel variable (one element
+// per parallel iteration, scalar code) or, when `vectorLoop`, the variable of a vector loop
+// inside one parallel iteration (the vectorized code and its scalar remainder).
+void elementwise(Kernel& k, int64_t n, bool vectorLoop,
+                 const std::function<std::vector<StmtP>(ExprP)>& body) {
+  k.parallelVar = k.addVar("p", DType::i64);
+  if (!vectorLoop) {
+    k.parallelExtent = n;
+    k.body = body(varRef(k, k.parallelVar));
+    return;
+  }
+  k.parallelExtent = 1;
+  int i = k.addVar("i", DType::i64);
+  k.body = {loop(i, n, body(varRef(k, i)), LoopKind::Vector)};
+}
+
 struct UnaryCase {
   UnaryOp op;
   double (*ref)(double);
@@ -94,24 +111,38 @@ struct UnaryCase {
 };
 
 // y[p] = op(x[p]) for every input.
-Tensor runUnary(UnaryOp op, DType t, const Tensor& x) {
+Tensor runUnary(UnaryOp op, DType t, const Tensor& x, bool vectorLoop) {
   Kernel k;
   k.name = "unary";
   const int n = static_cast<int>(x.numel());
   int xb = k.addBuffer("x", t, n, Access::Read);
   int yb = k.addBuffer("y", t, n, Access::Write);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = n;
-  auto p = varRef(k, k.parallelVar);
-  k.body = {store(yb, p, unary(op, load(k, xb, p)))};
+  elementwise(k, n, vectorLoop,
+              [&](ExprP i) { return std::vector<StmtP>{store(yb, i, unary(op, load(k, xb, i)))}; });
   KernelFn fn = compile(k);
   Tensor in = x;
   Tensor out(x.type());
-  run(fn, {&in, &out}, 0, n);
+  run(fn, {&in, &out}, 0, k.parallelExtent);
   return out;
 }
 
-TEST(EmitterUnary, FloatOpsMatchReference) {
+// Every op test runs twice: scalar code (the parallel loop) and vectorized code (a vector
+// loop; its inputs are long enough for full vectors and a remainder).
+class EmitterOps : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(Code, EmitterOps, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "VectorLoop" : "Scalar");
+                         });
+
+template <class T>
+std::vector<T> repeated(const std::vector<T>& v, int times) {
+  std::vector<T> r;
+  for (int i = 0; i < times; ++i) r.insert(r.end(), v.begin(), v.end());
+  return r;
+}
+
+TEST_P(EmitterOps, UnaryFloat) {
   const UnaryCase cases[] = {
       {UnaryOp::Neg, [](double x) { return -x; }, 0},
       {UnaryOp::Abs, [](double x) { return std::fabs(x); }, 0},
@@ -125,7 +156,7 @@ TEST(EmitterUnary, FloatOpsMatchReference) {
   for (DType t : {DType::f32, DType::f64}) {
     Tensor x = tensorOf(t, floatInputs());
     for (const UnaryCase& c : cases) {
-      Tensor y = runUnary(c.op, t, x);
+      Tensor y = runUnary(c.op, t, x, GetParam());
       for (int64_t i = 0; i < x.numel(); ++i) {
         Tensor want(TensorType{t, {1}});
         want.setF(0, c.ref(x.getF(i)));  // computed in double, rounded once: the interpreter
@@ -141,14 +172,15 @@ TEST(EmitterUnary, FloatOpsMatchReference) {
   }
 }
 
-TEST(EmitterUnary, IntAndBoolOps) {
-  const std::vector<double> vals = {0, 1, -1, 7, -13, 2147483647.0, -2147483648.0};
+TEST_P(EmitterOps, UnaryIntAndBool) {
+  const std::vector<double> vals =
+      repeated<double>({0, 1, -1, 7, -13, 2147483647.0, -2147483648.0}, 5);
   for (DType t : {DType::i32, DType::i64}) {
     Tensor x = tensorOf(t, vals);
     x.setI(x.numel() - 1, t == DType::i32 ? INT32_MIN : INT64_MIN);
-    Tensor neg = runUnary(UnaryOp::Neg, t, x);
-    Tensor abs = runUnary(UnaryOp::Abs, t, x);
-    Tensor inv = runUnary(UnaryOp::Not, t, x);
+    Tensor neg = runUnary(UnaryOp::Neg, t, x, GetParam());
+    Tensor abs = runUnary(UnaryOp::Abs, t, x, GetParam());
+    Tensor inv = runUnary(UnaryOp::Not, t, x, GetParam());
     for (int64_t i = 0; i < x.numel(); ++i) {
       int64_t v = x.getI(i);
       auto wrap = [&](uint64_t r) {
@@ -161,9 +193,9 @@ TEST(EmitterUnary, IntAndBoolOps) {
       EXPECT_EQ(inv.getI(i), wrap(~static_cast<uint64_t>(v))) << v;
     }
   }
-  Tensor b = tensorOf(DType::boolean, {0, 1, 1, 0});
-  Tensor nb = runUnary(UnaryOp::Not, DType::boolean, b);
-  for (int64_t i = 0; i < 4; ++i) {
+  Tensor b = tensorOf(DType::boolean, repeated<double>({0, 1, 1, 0}, 20));
+  Tensor nb = runUnary(UnaryOp::Not, DType::boolean, b, GetParam());
+  for (int64_t i = 0; i < b.numel(); ++i) {
     EXPECT_EQ(nb.getI(i), b.getI(i) ? 0 : 1);
     EXPECT_EQ(nb.as<uint8_t>()[i], b.getI(i) ? 0 : 1) << "bool bytes are 0 or 1";
   }
@@ -176,8 +208,8 @@ struct BinaryRun {
   Tensor a, b, out;
 };
 
-BinaryRun runBinary(BinaryOp op, DType t, const std::vector<double>& vals, bool intInputs = false,
-                    const std::vector<int64_t>& ints = {}) {
+BinaryRun runBinary(BinaryOp op, DType t, bool vectorLoop, const std::vector<double>& vals,
+                    bool intInputs = false, const std::vector<int64_t>& ints = {}) {
   const size_t m = intInputs ? ints.size() : vals.size();
   const int64_t n = static_cast<int64_t>(m * m);
   BinaryRun r{Tensor(TensorType{t, {n}}), Tensor(TensorType{t, {n}}), Tensor()};
@@ -196,15 +228,16 @@ BinaryRun runBinary(BinaryOp op, DType t, const std::vector<double>& vals, bool 
   k.name = "binary";
   int ab = k.addBuffer("a", t, n, Access::Read);
   int bb = k.addBuffer("b", t, n, Access::Read);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = n;
-  auto p = varRef(k, k.parallelVar);
-  auto value = binary(op, load(k, ab, p), load(k, bb, p));
-  int ob = k.addBuffer("out", value->type, n, Access::Write);
-  k.body = {store(ob, p, value)};
-  r.out = Tensor(TensorType{value->type, {n}});
+  const bool compare = op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt ||
+                       op == BinaryOp::Le || op == BinaryOp::Gt || op == BinaryOp::Ge;
+  const DType rt = compare ? DType::boolean : t;
+  int ob = k.addBuffer("out", rt, n, Access::Write);
+  elementwise(k, n, vectorLoop, [&](ExprP i) {
+    return std::vector<StmtP>{store(ob, i, binary(op, load(k, ab, i), load(k, bb, i)))};
+  });
+  r.out = Tensor(TensorType{rt, {n}});
   KernelFn fn = compile(k);
-  run(fn, {&r.a, &r.b, &r.out}, 0, n);
+  run(fn, {&r.a, &r.b, &r.out}, 0, k.parallelExtent);
   return r;
 }
 
@@ -215,7 +248,7 @@ double nanMin(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? kNaN : (b < a ? b : a);
 }
 
-TEST(EmitterBinary, FloatOps) {
+TEST_P(EmitterOps, BinaryFloat) {
   const std::vector<BinaryOp> ops = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div,
                                      BinaryOp::Pow, BinaryOp::Max, BinaryOp::Min, BinaryOp::Eq,
                                      BinaryOp::Ne,  BinaryOp::Lt,  BinaryOp::Le,  BinaryOp::Gt,
@@ -224,7 +257,7 @@ TEST(EmitterBinary, FloatOps) {
                                     -2.5, 1e30, 1e-40, kInf, -kInf, kNaN};
   for (DType t : {DType::f32, DType::f64}) {
     for (BinaryOp op : ops) {
-      BinaryRun r = runBinary(op, t, vals);
+      BinaryRun r = runBinary(op, t, GetParam(), vals);
       for (int64_t e = 0; e < r.out.numel(); ++e) {
         double x = r.a.getF(e), y = r.b.getF(e), w = 0;
         switch (op) {
@@ -282,7 +315,7 @@ TEST(EmitterBinary, FloatOps) {
   }
 }
 
-TEST(EmitterBinary, IntOps) {
+TEST_P(EmitterOps, BinaryInt) {
   const std::vector<BinaryOp> ops = {
       BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Rem, BinaryOp::Max,
       BinaryOp::Min, BinaryOp::Eq,  BinaryOp::Ne,  BinaryOp::Lt,  BinaryOp::Le,  BinaryOp::Gt,
@@ -297,7 +330,7 @@ TEST(EmitterBinary, IntOps) {
                              : static_cast<int64_t>(r);
     };
     for (BinaryOp op : ops) {
-      BinaryRun r = runBinary(op, t, {}, true, ints);
+      BinaryRun r = runBinary(op, t, GetParam(), {}, true, ints);
       for (int64_t e = 0; e < r.out.numel(); ++e) {
         int64_t x = r.a.getI(e), y = r.b.getI(e), w = 0;
         auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
@@ -368,12 +401,12 @@ TEST(EmitterBinary, IntOps) {
   }
 }
 
-TEST(EmitterBinary, BoolOps) {
+TEST_P(EmitterOps, BinaryBool) {
   const std::vector<BinaryOp> ops = {BinaryOp::Eq,  BinaryOp::Ne, BinaryOp::Lt,
                                      BinaryOp::Le,  BinaryOp::Gt, BinaryOp::Ge,
                                      BinaryOp::And, BinaryOp::Or, BinaryOp::Xor};
   for (BinaryOp op : ops) {
-    BinaryRun r = runBinary(op, DType::boolean, {}, true, {0, 1});
+    BinaryRun r = runBinary(op, DType::boolean, GetParam(), {}, true, {0, 1, 1, 0, 1, 0, 0, 1});
     for (int64_t e = 0; e < r.out.numel(); ++e) {
       bool x = r.a.getI(e) != 0, y = r.b.getI(e) != 0, w = false;
       switch (op) {
@@ -460,23 +493,17 @@ void referenceCast(const Tensor& x, Tensor& out) {
   }
 }
 
-TEST(EmitterCast, AllPairsMatchInterpreter) {
-  const std::vector<double> floatVals = {
-      0.0,  -0.0, 1.0,  -1.0,  0.5,  -1.5, 2.5,   1e-3,       3.1415926535, 65504.0, 65520.0, 1e5,
-      -7e9, 3e9,  1e19, -1e19, 1e-7, 6e-8, 1e-40, 1.00390625, 1.0078125,    kInf,    -kInf,   kNaN};
-  const std::vector<int64_t> intVals = {0,
-                                        1,
-                                        -1,
-                                        2,
-                                        255,
-                                        -256,
-                                        65504,
-                                        16777217,
-                                        INT32_MAX,
-                                        INT32_MIN,
-                                        (int64_t{1} << 53) + 1,
-                                        INT64_MAX,
-                                        INT64_MIN};
+TEST_P(EmitterOps, CastAllPairs) {
+  const std::vector<double> floatVals =
+      repeated<double>({0.0,          -0.0,    1.0,     -1.0,       0.5,       -1.5, 2.5,   1e-3,
+                        3.1415926535, 65504.0, 65520.0, 1e5,        -7e9,      3e9,  1e19,  -1e19,
+                        1e-7,         6e-8,    1e-40,   1.00390625, 1.0078125, kInf, -kInf, kNaN},
+                       3);
+  const int64_t twoTo53Plus1 = (int64_t{1} << 53) + 1;  // not exact in f64
+  const std::vector<int64_t> intVals =
+      repeated<int64_t>({0, 1, -1, 2, 255, -256, 65504, 16777217, INT32_MAX, INT32_MIN,
+                         twoTo53Plus1, INT64_MAX, INT64_MIN},
+                        5);
   for (DType from : kAllDTypes) {
     for (DType to : kAllDTypes) {
       const int64_t n = static_cast<int64_t>(isFloat(from) ? floatVals.size() : intVals.size());
@@ -491,13 +518,12 @@ TEST(EmitterCast, AllPairsMatchInterpreter) {
       k.name = "cast";
       int xb = k.addBuffer("x", from, n, Access::Read);
       int yb = k.addBuffer("y", to, n, Access::Write);
-      k.parallelVar = k.addVar("p", DType::i64);
-      k.parallelExtent = n;
-      auto p = varRef(k, k.parallelVar);
-      k.body = {store(yb, p, cast(load(k, xb, p), to))};
+      elementwise(k, n, GetParam(), [&](ExprP i) {
+        return std::vector<StmtP>{store(yb, i, cast(load(k, xb, i), to))};
+      });
       KernelFn fn = compile(k);
       Tensor got(TensorType{to, {n}}), want(TensorType{to, {n}});
-      run(fn, {&x, &got}, 0, n);
+      run(fn, {&x, &got}, 0, k.parallelExtent);
       referenceCast(x, want);
       const size_t sz = dtypeSize(to);
       for (int64_t i = 0; i < n; ++i) {
@@ -512,7 +538,7 @@ TEST(EmitterCast, AllPairsMatchInterpreter) {
 }
 
 // bf16 and f16 storage: load, compute in f32, store rounded to nearest even.
-TEST(EmitterCast, HalfStorageRoundTrip) {
+TEST_P(EmitterOps, HalfStorageRoundTrip) {
   for (DType t : {DType::bf16, DType::f16}) {
     const int n = 100;
     Tensor x(TensorType{t, {n}});
@@ -521,17 +547,14 @@ TEST(EmitterCast, HalfStorageRoundTrip) {
     k.name = "half_scale";
     int xb = k.addBuffer("x", t, n, Access::Read);
     int yb = k.addBuffer("y", t, n, Access::Write);
-    k.parallelVar = k.addVar("p", DType::i64);
-    k.parallelExtent = n;
-    auto p = varRef(k, k.parallelVar);
-    auto v = cast(load(k, xb, p), DType::f32);
-    k.body = {store(
-        yb, p,
-        cast(binary(BinaryOp::Add, binary(BinaryOp::Mul, v, constFloat(1.5)), constFloat(0.25)),
-             t))};
+    elementwise(k, n, GetParam(), [&](ExprP i) {
+      auto v = cast(load(k, xb, i), DType::f32);
+      auto r = binary(BinaryOp::Add, binary(BinaryOp::Mul, v, constFloat(1.5)), constFloat(0.25));
+      return std::vector<StmtP>{store(yb, i, cast(r, t))};
+    });
     KernelFn fn = compile(k);
     Tensor y(TensorType{t, {n}});
-    run(fn, {&x, &y}, 0, n);
+    run(fn, {&x, &y}, 0, k.parallelExtent);
     for (int i = 0; i < n; ++i) {
       Tensor want(TensorType{t, {1}});
       want.setF(0, static_cast<float>(static_cast<float>(x.getF(i)) * 1.5f) + 0.25f);
