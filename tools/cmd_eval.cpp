@@ -71,6 +71,7 @@ int runEval(const EvalArgs& a) {
   o.beam = a.beam;
   o.lengthPenalty = a.lengthPenalty;
   o.maxLen = a.maxLen;
+  o.lengthCap = c.lengthCap();
   o.batchSize = a.batch;
   const auto& split = train::evalSplit(d);
   const train::EvalResult r = train::evaluatePairs(tr, d, split, o, a.limit);

@@ -226,8 +226,7 @@ int runTrain(TrainArgs& a) {
     std::cerr << "tgc train: error: " << r.message << "\n";
     return 1;
   }
-  train::DecodeOptions dec;
-  dec.batchSize = trainer->config().decodeBatch;
+  const train::DecodeOptions dec = trainer->decodeOptions();
   const train::EvalResult test =
       train::evaluatePairs(trainer->translator(), trainer->data(), train::evalSplit(trainer->data()), dec);
   printSummary(*trainer, r, &test, a.samples);

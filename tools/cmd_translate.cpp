@@ -38,7 +38,8 @@ Decoding: the encoder runs once per sentence; each step runs the decoder on the 
 (graph decode_at of the model file, compiled for a few prefix-length buckets). Greedy by
 default; --beam K keeps the K best hypotheses and ranks finished ones by log-probability
 divided by ((5 + length) / 6)^A, A = --length-penalty (GNMT's; 0: no normalization).
---max-len defaults to twice the source length plus 10.
+--max-len defaults to twice the source length plus 10, at most 1.5 times the longest
+training target plus 2.
 
 Examples:
   tgc translate --checkpoint runs/numerals 三千零五 一百万零一十
@@ -66,6 +67,7 @@ int runTranslate(const TranslateArgs& a) {
   o.beam = a.beam;
   o.lengthPenalty = a.lengthPenalty;
   o.maxLen = a.maxLen;
+  o.lengthCap = c.lengthCap();
   o.batchSize = a.batch;
   for (const std::string& t : train::translateTexts(tr, c.srcVocab, c.tgtVocab, texts, o))
     std::cout << t << "\n";

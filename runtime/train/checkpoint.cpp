@@ -71,6 +71,7 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
                 {"updates", std::to_string(c.updates)},
                 {"skipped", std::to_string(c.skipped)},
                 {"seconds", fmt::format("{:.17g}", c.seconds)},
+                {"max_target_tokens", std::to_string(c.maxTargetTokens)},
                 {"model", c.model},
                 {"data", c.data},
                 {"options", c.options},
@@ -115,6 +116,7 @@ Checkpoint loadCheckpoint(const std::string& path) {
   c.step = integer("step");
   c.updates = integer("updates");
   c.skipped = integer("skipped");
+  c.maxTargetTokens = integer("max_target_tokens");
   try {
     c.seconds = std::stod(meta("seconds"));
   } catch (const std::exception&) {

@@ -51,6 +51,7 @@ struct Checkpoint {
   std::map<std::string, Tensor> tensors;  // parameters and optimizer state
   int64_t step = 0, updates = 0, skipped = 0;
   double seconds = 0;  // training time so far (compiles and evaluation included)
+  int64_t maxTargetTokens = 0;  // the longest training target (bounds decoding)
   std::string model, data, options;  // JSON (ModelSpec, DataSpec, the trainer's options)
   data::Vocab srcVocab, tgtVocab;
   std::vector<HistoryRow> history;
@@ -58,6 +59,8 @@ struct Checkpoint {
 
   // Only the parameters (inputs with role param), for translation.
   std::map<std::string, Tensor> parameters() const;
+  // Decoding defaults for this model: outputs at most 1.5x the longest training target + 2.
+  int64_t lengthCap() const { return maxTargetTokens > 0 ? maxTargetTokens * 3 / 2 + 2 : 0; }
 };
 
 void saveCheckpoint(const std::string& path, const Checkpoint& c);

@@ -190,6 +190,8 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
   bo.numBuckets = config_.buckets;
   bo.dropPartial = true;
   batcher_ = std::make_unique<data::Batcher>(data::encodeSplit(data_, data_.train), bo);
+  for (const auto& p : data_.train)
+    maxTargetTokens_ = std::max<int64_t>(maxTargetTokens_, static_cast<int64_t>(p.tgt.size()));
   steps_.resize(batcher_->buckets().size());
   std::string shapes;
   for (const auto& b : batcher_->buckets()) shapes += fmt::format(" {}x{}", b.srcLen, b.tgtLen);
@@ -271,6 +273,15 @@ runtime::Executable& Trainer::lossExecutable(const data::BucketShape& shape) {
   lossExe_ = runtime::Executable::compile(*m.graph, e);
   compileSeconds_ += since(t0);
   return *lossExe_;
+}
+
+DecodeOptions Trainer::decodeOptions() const {
+  DecodeOptions d;
+  d.batchSize = config_.decodeBatch;
+  Checkpoint c;
+  c.maxTargetTokens = maxTargetTokens_;
+  d.lengthCap = c.lengthCap();
+  return d;
 }
 
 std::map<std::string, Tensor> Trainer::parameters() const {
@@ -381,8 +392,7 @@ ValidRow Trainer::validate() {
   }
   v.loss = tokens ? lossSum / static_cast<double>(tokens) : 0;
 
-  DecodeOptions d;
-  d.batchSize = config_.decodeBatch;
+  const DecodeOptions d = decodeOptions();
   Translator& tr = translator();
   const double compiledBefore = tr.compileSeconds();
   const EvalResult r = evaluatePairs(tr, data_, subset, d);
@@ -403,6 +413,7 @@ std::string Trainer::saveCheckpoint() {
   c.updates = updates_;
   c.skipped = skipped_;
   c.seconds = secondsBefore_ + since(start_);
+  c.maxTargetTokens = maxTargetTokens_;
   c.model = modelWithVocab_.toJson();
   c.data = dataSpec_.toJson();
   c.options = config_.toJson();

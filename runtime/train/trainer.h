@@ -108,6 +108,8 @@ class Trainer {
   // A translator with the current parameters.
   Translator& translator();
   std::map<std::string, Tensor> parameters() const;
+  // Greedy decoding as validation does it (batch, length cap from the training data).
+  DecodeOptions decodeOptions() const;
 
  private:
   Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
@@ -134,6 +136,7 @@ class Trainer {
   runtime::ParamStore store_;
   std::vector<std::string> paramNames_;
 
+  int64_t maxTargetTokens_ = 0;
   int64_t stepCount_ = 0, updates_ = 0, skipped_ = 0, badInARow_ = 0;
   double secondsBefore_ = 0;  // training time of earlier invocations
   std::vector<HistoryRow> history_;

@@ -40,7 +40,9 @@ int64_t longest(const std::vector<const std::vector<int64_t>*>& sources) {
 }
 
 int64_t maxSteps(const std::vector<const std::vector<int64_t>*>& sources, const DecodeOptions& o) {
-  return o.maxLen > 0 ? o.maxLen : 2 * longest(sources) + 10;
+  if (o.maxLen > 0) return o.maxLen;
+  const int64_t n = 2 * longest(sources) + 10;
+  return o.lengthCap > 0 ? std::min(n, o.lengthCap) : n;
 }
 
 // The best token after a prefix: never pad or bos.

@@ -22,7 +22,8 @@ namespace tgc::train {
 struct DecodeOptions {
   int beam = 1;                // 1: greedy
   double lengthPenalty = 0.6;  // beam: scores divided by ((5 + len) / 6)^alpha (GNMT)
-  int64_t maxLen = 0;          // tokens generated at most; 0: 2 * source length + 10
+  int64_t maxLen = 0;          // tokens generated at most; 0: 2 * source length + 10, capped
+  int64_t lengthCap = 0;       // by this when > 0 (from the longest training target)
   int64_t batchSize = 64;      // rows per run (beam: sentences x beam)
 };
 
