@@ -12,6 +12,7 @@ import sys
 import parity_common as pc
 
 TGC = pc.setup(sys.argv[1:])  # exits 77 (skipped) without torch or the backend
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 TOL = 1e-5
@@ -28,6 +29,7 @@ def main():
     print(f"  batch: {int((batch['src'] != 0).sum())}/{B * S} real source tokens, "
           f"{int((batch['tgt_out'] != 0).sum())}/{B * T} real targets")
 
+    untied_params = None
     for tie in (False, True):
         tag = "tied" if tie else "untied"
         tir = tgc.compile(f"train_{tag}.tir", "train", dims,
@@ -35,11 +37,12 @@ def main():
         specs = pc.param_specs(tir)
         params = pc.random_params(specs, seed=3)
         pc.check_param_shapes(params, cfg)
+        untied_params = untied_params or params
         if tie != ("generator.proj.weight" not in params):
             print(f"error: tie_output={tie} but the graph's parameters say otherwise")
             sys.exit(1)
-        out = tgc.run(tir, {**params, **batch, "seed": torch.tensor(0).numpy(),
-                            "step": torch.tensor(1).numpy()})
+        out = tgc.run(tir, {**params, **batch, "seed": np.array(0, dtype=np.int64),
+                            "step": np.array(1, dtype=np.int64)})
         with torch.no_grad():
             loss32, logits32 = pc.TorchTransformer(cfg, pc.torch_params(params, torch.float32),
                                                    tie).forward(**tb)
@@ -63,7 +66,7 @@ def main():
     # The inference graphs, with the untied weights.
     tir_enc = tgc.compile("encode.tir", "encode", {"B": B, "S": S})
     tir_dec = tgc.compile("decode_step.tir", "decode_step", dims)
-    params = pc.random_params(pc.param_specs(tgc.compile("train_all.tir", "train", dims)), seed=3)
+    params = untied_params
     ref = pc.TorchTransformer(cfg, pc.torch_params(params, torch.float32))
     need = lambda tir: {n: params[n] for n, _ in pc.param_specs(tir)}  # noqa: E731
     enc = tgc.run(tir_enc, {**need(tir_enc), "src": batch["src"]})
