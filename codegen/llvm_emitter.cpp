@@ -7,7 +7,6 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -290,10 +289,9 @@ int widestElement(const kir::Kernel& k, const std::vector<kir::StmtP>& body) {
   std::unordered_set<const Expr*> seen;  // expressions are DAGs
   std::function<void(const kir::ExprP&)> visit = [&](const kir::ExprP& e) {
     if (!seen.insert(e.get()).second) return;
-    if (e->kind == ExprKind::Load) widest = std::max(widest, dtypeSize(e->type));
-    if (e->kind == ExprKind::Load) return;  // indices are i64 address arithmetic
     if (e->kind != ExprKind::Var && e->kind != ExprKind::Const)
       widest = std::max(widest, dtypeSize(e->type));
+    if (e->kind == ExprKind::Load) return;  // its index is i64 address arithmetic
     for (const auto& a : e->args) visit(a);
   };
   std::function<void(const std::vector<kir::StmtP>&)> walk = [&](const std::vector<kir::StmtP>& b) {
