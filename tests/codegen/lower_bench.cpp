@@ -3,7 +3,9 @@
 // does, best of several runs. Each line gives the time, the bytes the kernel must move
 // (its buffers, once) and, as a yardstick measured in the same run, the time a parallel
 // memcpy of as many bytes (half read, half written) takes: "x copy" near 1 means the kernel
-// runs at memory speed. Not a test: `build/tests/codegen/lower_bench [reps]`.
+// runs at memory speed (gather's figure counts its whole table, of which it reads only the
+// rows named, so it looks faster than memory). Figures vary a lot with other load on the
+// machine: compare lines of one run, not runs. Not a test: `build/tests/codegen/lower_bench [reps]`.
 #include <fmt/format.h>
 
 #include <algorithm>
