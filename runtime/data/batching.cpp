@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <climits>
 #include <map>
+#include <optional>
+#include <set>
 #include <numeric>
 #include <stdexcept>
 
@@ -21,61 +22,78 @@ int64_t len(const std::vector<int64_t>& v) { return static_cast<int64_t>(v.size(
 
 }  // namespace
 
+namespace {
+
+// Examples per (source length, target length + 1), the lengths rounded up.
+using LengthHistogram = std::map<std::pair<int64_t, int64_t>, int64_t>;
+
+bool byShape(const BucketShape& a, const BucketShape& b) {
+  return std::pair(a.srcLen, a.tgtLen) < std::pair(b.srcLen, b.tgtLen);
+}
+
+// The padded size (entries of src and tgt per example, summed) when every example goes to
+// the smallest bucket that holds it, as Batcher::bucketFor assigns them; nullopt when a
+// bucket would get fewer than minCount examples or one holds none of them.
+std::optional<int64_t> paddedSize(std::vector<BucketShape> buckets, const LengthHistogram& h,
+                                  int64_t minCount) {
+  std::sort(buckets.begin(), buckets.end(), byShape);  // the order the Batcher keeps
+  std::vector<int64_t> count(buckets.size(), 0);
+  int64_t size = 0;
+  for (const auto& [len, n] : h) {
+    size_t best = buckets.size();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (len.first > buckets[b].srcLen || len.second > buckets[b].tgtLen) continue;
+      if (best == buckets.size() || buckets[b].srcLen * buckets[b].tgtLen <
+                                        buckets[best].srcLen * buckets[best].tgtLen)
+        best = b;
+    }
+    if (best == buckets.size()) return std::nullopt;
+    count[best] += n;
+    size += n * (buckets[best].srcLen + buckets[best].tgtLen);
+  }
+  for (int64_t c : count)
+    if (c < minCount) return std::nullopt;
+  return size;
+}
+
+}  // namespace
+
 std::vector<BucketShape> chooseBuckets(const std::vector<EncodedPair>& data, int numBuckets,
                                        int64_t lengthMultiple, int64_t minPerBucket) {
   if (numBuckets < 1) throw std::invalid_argument("batching: numBuckets must be at least 1");
   if (lengthMultiple < 1) throw std::invalid_argument("batching: lengthMultiple must be >= 1");
   if (data.empty()) return {};
-  // Per distinct source length: how many examples, and their longest target.
-  std::map<int64_t, std::pair<int64_t, int64_t>> bySrc;  // src length -> (count, max tgt)
+  LengthHistogram h;
+  std::set<int64_t> srcLens, tgtLens;
   for (const auto& e : data) {
-    auto& [count, maxTgt] = bySrc[std::max<int64_t>(1, len(e.src))];
-    ++count;
-    maxTgt = std::max(maxTgt, len(e.tgt));
+    const int64_t s = roundUp(std::max<int64_t>(1, len(e.src)), lengthMultiple);
+    const int64_t t = roundUp(len(e.tgt) + 1, lengthMultiple);
+    ++h[{s, t}];
+    srcLens.insert(s);
+    tgtLens.insert(t);
   }
-  std::vector<int64_t> srcLen, count, maxTgt;
-  for (const auto& [s, cm] : bySrc) {
-    srcLen.push_back(s);
-    count.push_back(cm.first);
-    maxTgt.push_back(cm.second);
-  }
-  const size_t m = srcLen.size();
-  const size_t K = std::min(static_cast<size_t>(numBuckets), m);
-  auto shapeOf = [&](size_t i, size_t j) {  // distinct lengths i..j
-    int64_t t = 0;
-    for (size_t k = i; k <= j; ++k) t = std::max(t, maxTgt[k]);
-    return BucketShape{roundUp(srcLen[j], lengthMultiple), roundUp(t + 1, lengthMultiple)};
-  };
-  // best[k][j]: the fewest entries (B-independent: per example S + T) covering lengths
-  // 0..j-1 with k buckets, each holding at least minPerBucket examples (the whole data when
-  // there are fewer).
   const int64_t minCount = std::min<int64_t>(minPerBucket, static_cast<int64_t>(data.size()));
-  constexpr int64_t kInf = INT64_MAX / 4;
-  std::vector<std::vector<int64_t>> best(K + 1, std::vector<int64_t>(m + 1, kInf));
-  std::vector<std::vector<size_t>> from(K + 1, std::vector<size_t>(m + 1, 0));
-  best[0][0] = 0;
-  for (size_t k = 1; k <= K; ++k)
-    for (size_t j = 1; j <= m; ++j) {
-      int64_t n = 0;
-      for (size_t i = j; i-- > 0;) {  // the last bucket holds lengths i..j-1
-        n += count[i];
-        if (n < minCount || best[k - 1][i] >= kInf) continue;
-        const BucketShape s = shapeOf(i, j - 1);
-        const int64_t cost = best[k - 1][i] + n * (s.srcLen + s.tgtLen);
-        if (cost < best[k][j]) best[k][j] = cost, from[k][j] = i;
+  // Greedy: start from the one bucket that holds everything, then add the shape that
+  // shrinks the padded size most, as long as one does and buckets remain.
+  std::vector<BucketShape> buckets = {{*srcLens.rbegin(), *tgtLens.rbegin()}};
+  int64_t size = *paddedSize(buckets, h, 1);
+  while (static_cast<int>(buckets.size()) < numBuckets) {
+    std::optional<std::pair<int64_t, BucketShape>> best;
+    for (int64_t S : srcLens)
+      for (int64_t T : tgtLens) {
+        const BucketShape cand{S, T};
+        if (std::find(buckets.begin(), buckets.end(), cand) != buckets.end()) continue;
+        std::vector<BucketShape> trial = buckets;
+        trial.push_back(cand);
+        const auto padded = paddedSize(trial, h, minCount);
+        if (padded && *padded < size && (!best || *padded < best->first)) best = {*padded, cand};
       }
-    }
-  size_t bestK = 1;
-  for (size_t k = 1; k <= K; ++k)
-    if (best[k][m] < best[bestK][m]) bestK = k;
-  std::vector<BucketShape> shapes;
-  for (size_t k = bestK, j = m; k > 0; --k) {
-    const size_t i = from[k][j];
-    shapes.push_back(shapeOf(i, j - 1));
-    j = i;
+    if (!best) break;
+    size = best->first;
+    buckets.push_back(best->second);
   }
-  std::reverse(shapes.begin(), shapes.end());
-  return shapes;
+  std::sort(buckets.begin(), buckets.end(), byShape);
+  return buckets;
 }
 
 Batcher::Batcher(std::vector<EncodedPair> data, BatchingOptions options,

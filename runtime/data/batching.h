@@ -47,10 +47,11 @@ struct Batch {
   int64_t srcTokens = 0, tgtTokens = 0;  // real (non-pad) entries in src and tgtOut
 };
 
-// At most numBuckets shapes that minimize the padded size of the data: the examples are
-// grouped by ranges of source length (dynamic programming over the distinct lengths), each
-// group's longest source and target giving its shape. Every group holds at least
-// minPerBucket examples, so that with whole batches only no bucket is left without one.
+// At most numBuckets shapes (S, T) that keep the padded size of the data small, chosen
+// greedily: from the one bucket that holds everything, add the shape (among the data's
+// source and target lengths) that shrinks the padded size most, with examples assigned as
+// Batcher::bucketFor does. Every bucket keeps at least minPerBucket examples, so that with
+// whole batches only no bucket is left without one.
 std::vector<BucketShape> chooseBuckets(const std::vector<EncodedPair>& data, int numBuckets,
                                        int64_t lengthMultiple = 1, int64_t minPerBucket = 1);
 

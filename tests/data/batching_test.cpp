@@ -111,6 +111,21 @@ TEST(Batching, DropPartialKeepsFullBatches) {
   for (const auto& p : plans) EXPECT_EQ(p.examples.size(), 16u);
 }
 
+// Chosen buckets never starve: with whole batches only, each gets at least one batch, even
+// for long-tailed lengths where a bucket of a few outliers would pad least.
+TEST(Batching, EveryChosenBucketGetsBatches) {
+  for (int64_t B : {16, 64, 200}) {
+    BatchingOptions o;
+    o.batchSize = B;
+    o.numBuckets = 6;
+    const Batcher b(syntheticData(1000), o);
+    std::set<int> used;
+    for (const auto& p : b.planEpoch(3, 0)) used.insert(p.bucket);
+    EXPECT_EQ(used.size(), b.buckets().size()) << "B=" << B;
+    EXPECT_GT(b.buckets().size(), 1u) << "B=" << B;
+  }
+}
+
 TEST(Batching, PartialBatchRepeatsItsRows) {
   BatchingOptions o;
   o.batchSize = 4;
