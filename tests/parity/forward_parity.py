@@ -3,7 +3,8 @@ implementation, same weights and batch through safetensors, float32, dropout off
 
 Checked within 1e-5 relative (norm-wise for tensors): the train graph's loss and logits, with
 the output projection untied and tied to the target embedding; the encode graph's memory;
-the decode_step graph's log-probabilities.
+the log-probabilities of the decode_step graph (last position) and of the decode_at graph
+(each row's last non-pad position).
 
   TGC_EXE=build/tools/tgc python3 tests/parity/forward_parity.py [--backend interp|cpu]
 """
@@ -81,6 +82,17 @@ def main():
         nr, er = pc.rel_err(dec["log_probs"], log_probs.numpy())
         c.check("[decode_step] log_probs norm-wise rel error", nr, TOL,
                 f"  (worst element {er:.1e})")
+        # decode_at: each row's prefix is its non-pad tokens; rows[b] picks its last one.
+        lengths = (batch["tgt_in"] != cfg["pad"]).sum(axis=1)
+        rows = np.arange(B, dtype=np.int64) * T + lengths - 1
+        tir_at = tgc.compile("decode_at.tir", "decode_at", dims)
+        at = tgc.run(tir_at, {**need(tir_at), "src": batch["src"], "tgt": batch["tgt_in"],
+                              "memory": memory.numpy(), "rows": rows})
+        last = h[torch.arange(B), torch.from_numpy(lengths - 1)]
+        log_probs = torch.log_softmax(ref.generate(last), dim=-1)
+        nr, er = pc.rel_err(at["log_probs"], log_probs.numpy())
+        c.check(f"[decode_at] log_probs at prefix lengths {lengths.tolist()} norm-wise rel error",
+                nr, TOL, f"  (worst element {er:.1e})")
     c.finish()
 
 
