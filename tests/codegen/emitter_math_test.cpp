@@ -8,8 +8,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "codegen/llvm_emitter.h"
@@ -120,6 +122,38 @@ TEST_P(EmitterMath, UlpErrorOverFourMillionPoints) {
   std::cout << c.name << ": max error " << worst << " ulp at " << worstAt << "\n";
   RecordProperty("max_ulp", std::to_string(worst));
   EXPECT_EQ(bad, 0);
+}
+
+// Every one of the 2^32 inputs (minutes per function, so only on request:
+// TGC_MATH_EXHAUSTIVE=1 emitter_tests --gtest_filter='*Exhaustive*').
+TEST_P(EmitterMath, ExhaustiveOnRequest) {
+  const char* on = std::getenv("TGC_MATH_EXHAUSTIVE");
+  if (!on || std::string_view(on) != "1") GTEST_SKIP() << "set TGC_MATH_EXHAUSTIVE=1";
+  const MathCase& c = GetParam();
+  JitOptions o;
+  o.useCache = false;
+  Jit jit(o);
+  KernelFn fn = compileMath(c.op, std::string("all_") + c.name, jit);
+  Tensor tx(TensorType{DType::f32, {kN}}), ty(tx.type());
+  uint32_t* x = tx.as<uint32_t>();
+  const float* y = ty.as<float>();
+  void* bufs[] = {tx.data(), ty.data()};
+  double worst = 0;
+  uint32_t worstBits = 0;
+  for (uint64_t base = 0; base < (uint64_t{1} << 32); base += kN) {
+    for (int64_t i = 0; i < kN; ++i) x[i] = static_cast<uint32_t>(base + static_cast<uint64_t>(i));
+    fn(bufs, 0, kChunks);
+    for (int64_t i = 0; i < kN; ++i) {
+      double err = ulpError(y[i], c.ref(static_cast<double>(std::bit_cast<float>(x[i]))));
+      if (err > worst) {
+        worst = err;
+        worstBits = x[i];
+      }
+    }
+  }
+  std::cout << c.name << ": all 2^32 inputs, max error " << worst << " ulp at "
+            << std::bit_cast<float>(worstBits) << "\n";
+  EXPECT_LE(worst, c.maxUlps);
 }
 
 INSTANTIATE_TEST_SUITE_P(
