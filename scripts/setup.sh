@@ -9,6 +9,7 @@ packages=(
   llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev   # LLVM 19 (ORC JIT), lit, FileCheck, libFuzzer
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev  # fmt, JSON, CLI11, GoogleTest
   libopenblas-dev                                          # the peer in bench/gemm_bench
+  libsentencepiece-dev                                     # English subword vocabularies (runtime/data)
 )
 
 missing=()
