@@ -1,13 +1,18 @@
 // The training loop on a very small model: resuming is bit-exact (loss curve, validation,
 // parameters and optimizer state), a non-finite step changes nothing and is counted, and
 // repeated non-finite steps stop training with a message.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "frontend/frontend.h"
 #include "passes/train_step.h"
@@ -156,6 +161,49 @@ TEST(TrainerTest, NewRunRefusesADirectoryWithCheckpoints) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("--resume"), std::string::npos) << e.what();
   }
+}
+
+// Ctrl-C during `tgc train`: the command saves a checkpoint of the step it reached, says
+// so, and exits with 130.
+TEST(TrainCommandTest, InterruptSavesACheckpoint) {
+  traintest::ScratchDir dir("tgc-sigint");
+  const std::string out = dir.str("run"), err = dir.str("stderr.txt"), log = dir.str("stdout.txt");
+  const char* env = std::getenv("TGC_EXE");
+  const std::string exe = env && *env ? env : std::string(TGC_BINARY_DIR) + "/tools/tgc";
+  const std::string model = std::string(TGC_SOURCE_DIR) + "/models/transformer.tg";
+  std::vector<std::string> args{exe, "train", model, "--preset", "tiny", "--set", "d_model=32",
+                                "--set", "heads=2", "--set", "d_ff=64", "--set", "n_enc=1",
+                                "--set", "n_dec=1", "--batch", "16", "--buckets", "1",
+                                "--steps", "1000000", "--valid-every", "0", "--out", out};
+  setenv("TGC_CACHE_DIR", (std::string(TGC_BINARY_DIR) + "/test-kernel-cache").c_str(), 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int o = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(e, 2);
+    dup2(o, 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // Interrupt once the training step is compiled and a few steps have run.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (readAll(err).find("compiled the training step") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << readAll(err);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << readAll(err);
+  EXPECT_NE(readAll(log).find("interrupted at step"), std::string::npos) << readAll(log);
+  const Checkpoint c = loadLatestCheckpoint(out);
+  EXPECT_GT(c.step, 0);
+  EXPECT_EQ(static_cast<int64_t>(c.history.size()), c.step);
 }
 
 }  // namespace
