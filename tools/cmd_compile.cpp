@@ -142,8 +142,8 @@ std::string compileForCpu(const Graph& g, const CompileOptions& o) {
       "target cpu: {} kernel launches ({} distinct kernels, {} from the cache), {} GEMMs, {} "
       "views; arena {:.2f} MiB (buffers {:.2f} MiB, peak live {:.2f} MiB); compiled in {:.3f} "
       "s\n",
-      s.kernels, s.distinctKernels, s.cacheHits, s.gemms, s.views, static_cast<double>(s.arenaBytes) / (1 << 20),
-      static_cast<double>(s.bufferBytes) / (1 << 20),
+      s.kernels, s.distinctKernels, s.cacheHits, s.gemms, s.views,
+      static_cast<double>(s.arenaBytes) / (1 << 20), static_cast<double>(s.bufferBytes) / (1 << 20),
       static_cast<double>(s.peakLiveBytes) / (1 << 20), seconds);
 }
 

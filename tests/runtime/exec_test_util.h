@@ -43,7 +43,8 @@ inline Tensor randomTensor(const TensorType& type, uint64_t seed) {
 inline std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed) {
   std::map<std::string, Tensor> in;
   uint64_t s = seed;
-  for (Node* n : g.inputs()) in.emplace(n->result()->name(), randomTensor(n->result()->type(), ++s));
+  for (Node* n : g.inputs())
+    in.emplace(n->result()->name(), randomTensor(n->result()->type(), ++s));
   return in;
 }
 

@@ -122,8 +122,12 @@ void expectStepsMatch(double pDrop, bool poison) {
 
 }  // namespace
 
-TEST(CompiledTrainStep, TinyMatchesTheInterpreterOverTwoStepsWithDropout) { expectStepsMatch(0.1, false); }
-TEST(CompiledTrainStep, TinyMatchesTheInterpreterOverTwoStepsWithoutDropout) { expectStepsMatch(0.0, false); }
+TEST(CompiledTrainStep, TinyMatchesTheInterpreterOverTwoStepsWithDropout) {
+  expectStepsMatch(0.1, false);
+}
+TEST(CompiledTrainStep, TinyMatchesTheInterpreterOverTwoStepsWithoutDropout) {
+  expectStepsMatch(0.0, false);
+}
 TEST(CompiledTrainStep, TinyMatchesWithFreedMemoryPoisoned) { expectStepsMatch(0.1, true); }
 
 TEST(CompiledTrainStep, PlanIsSoundAndStateIsUpdatedWithoutCopies) {
