@@ -59,20 +59,26 @@ TEST(ExecGraph, MlpMatchesOnOneThreadAndWithPoisonedFreedMemory) {
 }
 
 TEST(ExecGraph, IdenticalKernelsAreCompiledOnce) {
+  // Three exp launches of one shape (GEMMs between them, so no fusion can merge them) and
+  // a neg: two kernels to compile, four launches with their own names.
   auto g = parseGraph(R"(graph @rep {
   %x = input() : f32[7,9]
+  %w = input() : f32[9,9]
   %a = exp(%x) : f32[7,9]
-  %b = exp(%a) : f32[7,9]
+  %b = matmul(%a, %w) : f32[7,9]
   %c = exp(%b) : f32[7,9]
-  %d = tanh(%c) : f32[7,9]
-  return %d
+  %d = matmul(%c, %w) : f32[7,9]
+  %e = exp(%d) : f32[7,9]
+  %f = matmul(%e, %w) : f32[7,9]
+  %y = neg(%f) : f32[7,9]
+  return %y
 }
 )");
   auto exe = Executable::compile(*g, testing::testExecOptions());
   EXPECT_EQ(exe->stats().kernels, 4);
   EXPECT_EQ(exe->stats().distinctKernels, 2);
   auto names = exe->launchNames();
-  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 4u) << "names not unique";
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 7u) << "names not unique";
   expectMatches(*g, testing::testExecOptions());
 }
 
