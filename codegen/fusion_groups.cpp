@@ -1,0 +1,139 @@
+#include "codegen/fusion_groups.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codegen/lower.h"
+
+namespace tgc::codegen {
+
+namespace {
+
+enum class Inside {
+  Never,   // must be the last node of its group (or runs outside kernels)
+  Free,    // an index remapping or a conversion: recomputing it costs next to nothing
+  Cheap,   // a few arithmetic operations
+  Costly,  // transcendental functions, Philox rounds
+};
+
+Inside insideCost(OpKind op) {
+  switch (op) {
+    case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
+    case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm:
+    case OpKind::ScatterAdd:
+      return Inside::Never;
+    case OpKind::Iota: case OpKind::Cast: case OpKind::Broadcast: case OpKind::Transpose:
+    case OpKind::Slice:
+      return Inside::Free;
+    case OpKind::Neg: case OpKind::Abs: case OpKind::Sqrt: case OpKind::Rsqrt:
+    case OpKind::Relu: case OpKind::LogicalNot: case OpKind::Add: case OpKind::Sub:
+    case OpKind::Mul: case OpKind::Div: case OpKind::Maximum: case OpKind::Minimum:
+    case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt:
+    case OpKind::Ge: case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
+    case OpKind::Concat: case OpKind::Gather:
+      return Inside::Cheap;
+    case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf:
+    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::Pow: case OpKind::PhiloxUniform:
+      return Inside::Costly;
+  }
+  return Inside::Never;
+}
+
+double numel(const Value* v) { return static_cast<double>(v->type().numel()); }
+
+// How many times the group evaluates operand i of `user`, which it evaluates `evals` times.
+// The last node's templates read their operands in passes: softmax and layer_norm make up
+// to three passes over x, layer_norm reads gamma and beta once per row, and every block of
+// scatter_add's rows scans all the indices (counted as once per output row: a bound).
+double operandEvals(const Node& user, size_t i, double evals, bool last) {
+  const Value* x = user.operand(i);
+  if (!last) return evals;  // an expression reads each operand once per evaluation
+  switch (user.op()) {
+    case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
+      return numel(x);
+    case OpKind::Softmax: case OpKind::LogSoftmax: return 3 * numel(x);
+    case OpKind::LayerNorm: return i == 0 ? 3 * numel(x) : numel(user.operand(0));
+    case OpKind::ScatterAdd:
+      return i == 1 ? numel(x) : numel(x) * static_cast<double>(user.result()->type().shape[0]);
+    case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
+    case OpKind::Iota: case OpKind::PhiloxUniform: case OpKind::Neg: case OpKind::Abs:
+    case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Rsqrt:
+    case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Relu:
+    case OpKind::Gelu: case OpKind::LogicalNot: case OpKind::Cast: case OpKind::Add:
+    case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
+    case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq: case OpKind::Ne:
+    case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
+    case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
+    case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
+    case OpKind::Gather:
+      return evals;
+  }
+  return evals;
+}
+
+bool recomputeOk(const Node& p, double evals) {
+  const double factor = evals / std::max(1.0, numel(p.result()));
+  switch (insideCost(p.op())) {
+    case Inside::Never: return false;
+    case Inside::Free: return true;
+    case Inside::Cheap: return factor <= 3;
+    case Inside::Costly: return factor <= 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
+  const auto users = g.computeUsers();
+  const std::unordered_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < g.nodes().size(); ++i) position[g.nodes()[i].get()] = i;
+
+  // The one node using v, or null when there are none or several (or v is an output).
+  auto soleUser = [&](const Value* v) -> const Node* {
+    if (outputs.count(v)) return nullptr;
+    auto it = users.find(v);
+    if (it == users.end() || it->second.empty()) return nullptr;
+    const Node* u = it->second.front();
+    for (const Node* o : it->second)
+      if (o != u) return nullptr;
+    return u;
+  };
+
+  std::unordered_set<const Node*> taken;
+  std::vector<std::vector<const Node*>> groups;
+  for (size_t i = g.nodes().size(); i-- > 0;) {
+    const Node* last = g.nodes()[i].get();
+    if (classify(*last) != NodeExecution::Kernel || taken.count(last)) continue;
+    taken.insert(last);
+    std::vector<const Node*> group{last};
+    // (member, how many times the group evaluates it); depth first, operands in order.
+    std::vector<std::pair<const Node*, double>> stack{{last, numel(last->result())}};
+    while (!stack.empty()) {
+      auto [user, evals] = stack.back();
+      stack.pop_back();
+      for (size_t k = 0; k < user->operands().size(); ++k) {
+        const Value* v = user->operand(k);
+        const Node* p = v->def();
+        if (taken.count(p) || p->numResults() != 1 || classify(*p) != NodeExecution::Kernel ||
+            soleUser(v) != user)
+          continue;
+        const double pe = operandEvals(*user, k, evals, user == last);
+        if (!recomputeOk(*p, pe)) continue;
+        taken.insert(p);
+        group.push_back(p);
+        stack.push_back({p, pe});
+      }
+    }
+    std::sort(group.begin(), group.end(),
+              [&](const Node* a, const Node* b) { return position[a] < position[b]; });
+    groups.push_back(std::move(group));
+  }
+  std::reverse(groups.begin(), groups.end());
+  return groups;
+}
+
+}  // namespace tgc::codegen
