@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "codegen/fusion_groups.h"
 #include "codegen/gemm.h"
 #include "codegen/jit.h"
 #include "codegen/llvm_emitter.h"
@@ -365,6 +366,7 @@ ExecOptions ExecOptions::fromEnv() {
   o.useCache = !envFlag("TGC_NO_CACHE");
   o.poisonFreed = envFlag("TGC_POISON");
   o.profile = envFlag("TGC_PROFILE");
+  o.fuse = !envFlag("TGC_NO_FUSION");
   return o;
 }
 
@@ -412,15 +414,33 @@ struct Executable::Impl {
 
 // ---- compile ---------------------------------------------------------------------------------
 
-std::vector<kir::Kernel> lowerGraphKernels(const Graph& g) {
+namespace {
+
+// The groups of Kernel nodes, each under its last node: one group per launch.
+std::unordered_map<const Node*, std::vector<const Node*>> kernelGroups(const Graph& g,
+                                                                       bool fuse) {
+  std::unordered_map<const Node*, std::vector<const Node*>> at;
+  if (fuse) {
+    for (auto& group : codegen::formFusionGroups(g)) at[group.back()] = std::move(group);
+  } else {
+    for (const auto& n : g.nodes())
+      if (codegen::classify(*n) == codegen::NodeExecution::Kernel) at[n.get()] = {n.get()};
+  }
+  return at;
+}
+
+}  // namespace
+
+std::vector<kir::Kernel> lowerGraphKernels(const Graph& g, bool fuse) {
   auto graph = g.clone();
   graph->removeDeadNodes();
   foldBatchReductionsIntoGemms(*graph);
+  const auto groups = kernelGroups(*graph, fuse);
   NameUniquer unique;
   std::vector<kir::Kernel> out;
   for (const auto& n : graph->nodes())
-    if (codegen::classify(*n) == codegen::NodeExecution::Kernel) {
-      codegen::LoweredKernel lk = codegen::lowerGroup({n.get()});
+    if (auto it = groups.find(n.get()); it != groups.end()) {
+      codegen::LoweredKernel lk = codegen::lowerGroup(it->second);
       lk.kernel.name = unique(lk.kernel.name);
       out.push_back(std::move(lk.kernel));
     }
@@ -461,6 +481,8 @@ void Executable::Impl::build(const Graph& source) {
   std::vector<codegen::LoweredKernel> lowered;
   std::vector<int> loweredLaunch;
   std::set<DType> gemmTypes;
+  // A group launches at its last node; its other members' values never get a slot.
+  const auto groups = kernelGroups(*graph, opts.fuse);
   for (const auto& node : graph->nodes()) {
     const Node& n = *node;
     const int launch = static_cast<int>(launches.size());
@@ -511,7 +533,12 @@ void Executable::Impl::build(const Graph& source) {
         break;
       }
       case codegen::NodeExecution::Kernel: {
-        codegen::LoweredKernel lk = codegen::lowerGroup({&n});
+        auto group = groups.find(&n);
+        if (group == groups.end()) {
+          ++stats.fusedNodes;
+          break;
+        }
+        codegen::LoweredKernel lk = codegen::lowerGroup(group->second);
         Launch l;
         l.kind = Launch::Kind::Kernel;
         l.extent = lk.kernel.parallelExtent;

@@ -46,14 +46,19 @@ struct ExecOptions {
   int numThreads = 0;     // 0: the process-wide pool (TGC_NUM_THREADS, else every core)
   bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
   bool profile = false;   // time every launch (Executable::profile)
+  // Generic fusion (codegen/fusion_groups.h): several nodes per kernel. Off in a default-
+  // constructed ExecOptions (tests of per-node launches rely on that), on from fromEnv()
+  // unless TGC_NO_FUSION=1.
+  bool fuse = false;
 
-  // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning and
-  // TGC_PROFILE=1 profiling.
+  // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning,
+  // TGC_PROFILE=1 profiling, and fusion on unless TGC_NO_FUSION=1.
   static ExecOptions fromEnv();
 };
 
 struct ExecStats {
   int kernels = 0;  // generated kernel launches
+  int fusedNodes = 0;  // nodes computed inside another node's kernel, never in memory
   int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
   int views = 0;    // reshapes that share their operand's memory
@@ -70,10 +75,11 @@ struct ExecStats {
   int stateCopies = 0;        // new.X computed elsewhere and copied into X after the run
 };
 
-// The kernels of a graph as Executable::compile lowers them: one per Kernel node (dead
-// nodes removed), names made unique with suffixes _2, _3, ... For dumps (`tgc compile
-// --emit=kernel|llvm|asm`).
-std::vector<codegen::kir::Kernel> lowerGraphKernels(const Graph& g);
+// The kernels of a graph as Executable::compile lowers them: one per fusion group, or per
+// Kernel node without `fuse` (dead nodes removed), names made unique with suffixes _2, _3,
+// ... For dumps (`tgc compile --emit=kernel|llvm|asm`).
+std::vector<codegen::kir::Kernel> lowerGraphKernels(const Graph& g,
+                                                    bool fuse = ExecOptions::fromEnv().fuse);
 
 class Executable {
  public:
