@@ -44,7 +44,7 @@ struct TrainArgs {
   int buckets = 2;
   uint64_t seed = 1;
   std::string schedule = "noam";
-  double lr = 1e-3, lrScale = 0, clipNorm = 1.0, weightDecay = 0;
+  double lr = 1e-3, lrScale = 0, clipNorm = 1.0, weightDecay = 0, ema = 0.99;
   int64_t warmup = 0;
   int threads = 0;
   int64_t validEvery = 250, validSize = 256, checkpointEvery = 500;
@@ -69,7 +69,8 @@ minutes, warm-up 4000.
 
 Output (in --out, default runs/<model>-<preset>-<data>, made unique):
   checkpoints/step-NNNNNNNN.safetensors  every --checkpoint-every steps and at the end, the
-                last --keep kept: parameters, AdamW moments, step counters, options,
+                last --keep kept: parameters, their moving average (--ema; what validation,
+                tgc translate and tgc eval use), AdamW moments, step counters, options,
                 vocabularies and the loss history; written atomically (temporary file,
                 fsync, rename), so an interrupted save leaves the previous one intact
   loss.csv      step,update,loss,grad_norm,lr,tokens per step (the same after a resume)
@@ -195,6 +196,7 @@ int runTrain(TrainArgs& a) {
     c.checkpointEvery = a.checkpointEvery;
     c.keepCheckpoints = a.keep;
     c.maxBadSteps = a.maxBadSteps;
+    c.ema = a.ema;
     const std::string out = a.out.empty() ? defaultOutDir(m, d) : a.out;
     std::cerr << fmt::format("training {} ({}) on the {} into {}\n", a.model.model,
                              m.preset.empty() ? "default config" : "preset " + m.preset,
@@ -306,6 +308,10 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--clip-norm", a->clipNorm, "Clip gradients to this global L2 norm (0: off)")
       ->capture_default_str();
   cmd->add_option("--weight-decay", a->weightDecay, "Decoupled weight decay (AdamW)")
+      ->capture_default_str();
+  cmd->add_option("--ema", a->ema,
+                  "Decay of the parameters' moving average used for validation, evaluation and "
+                  "translation (0: off)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Threads (default: $TGC_NUM_THREADS, else every core)")
       ->option_text("N");

@@ -42,12 +42,17 @@ std::string folderOf(const std::string& dir) {
 
 }  // namespace
 
-std::map<std::string, Tensor> Checkpoint::parameters() const {
+std::map<std::string, Tensor> evaluationParameters(const std::map<std::string, Tensor>& tensors) {
   std::map<std::string, Tensor> out;
-  for (const auto& [name, t] : tensors)
-    if (!name.starts_with("adam.")) out.emplace(name, t);
+  for (const auto& [name, t] : tensors) {
+    if (name.starts_with("adam.") || name.starts_with("ema.")) continue;
+    auto ema = tensors.find("ema." + name);
+    out.emplace(name, ema != tensors.end() ? ema->second : t);
+  }
   return out;
 }
+
+std::map<std::string, Tensor> Checkpoint::parameters() const { return evaluationParameters(tensors); }
 
 void saveCheckpoint(const std::string& path, const Checkpoint& c) {
   TensorFile f;

@@ -1,7 +1,8 @@
 // Training checkpoints: one safetensors file per checkpoint, written atomically.
 //
 //   <run>/checkpoints/step-00000500.safetensors
-//     tensors:   every parameter and optimizer moment by name (adam.m.<p>, adam.v.<p>), and
+//     tensors:   every parameter and optimizer moment by name (adam.m.<p>, adam.v.<p>), the
+//                parameters' moving averages (ema.<p>) used for evaluation, and
 //                "train.history" f64[n, 6] (step, update, loss, grad_norm, lr, tokens per
 //                batch so far), so a resumed run writes the same loss curve
 //     metadata:  format "tgc-checkpoint", version, step (batches consumed), updates
@@ -57,7 +58,7 @@ struct Checkpoint {
   std::vector<HistoryRow> history;
   std::vector<ValidRow> valid;
 
-  // Only the parameters (inputs with role param), for translation.
+  // The parameters for translation: their moving averages (ema.<p>) where the run kept them.
   std::map<std::string, Tensor> parameters() const;
   // Decoding defaults for this model: outputs at most 1.5x the longest training target + 2.
   int64_t lengthCap() const { return maxTargetTokens > 0 ? maxTargetTokens * 3 / 2 + 2 : 0; }
@@ -67,6 +68,10 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c);
 // Throws CheckpointError naming the file and the reason (not safetensors, truncated,
 // a corrupt header, missing or malformed entries).
 Checkpoint loadCheckpoint(const std::string& path);
+
+// Parameters out of a store's tensors (not adam.* moments), each replaced by its moving
+// average ema.<p> when there is one.
+std::map<std::string, Tensor> evaluationParameters(const std::map<std::string, Tensor>& tensors);
 
 // "step-00000500.safetensors"
 std::string checkpointFileName(int64_t step);

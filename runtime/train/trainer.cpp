@@ -69,6 +69,7 @@ std::string TrainConfig::toJson() const {
   j["keep_checkpoints"] = keepCheckpoints;
   j["max_bad_steps"] = maxBadSteps;
   j["decode_batch"] = decodeBatch;
+  j["ema"] = ema;
   const OptimizerConfig& o = optimizer;
   j["optimizer"] = {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
                     {"weight_decay", o.weight_decay}, {"schedule", o.schedule}, {"lr", o.lr},
@@ -90,6 +91,7 @@ TrainConfig TrainConfig::fromJson(std::string_view text) {
     c.keepCheckpoints = j.at("keep_checkpoints").get<int>();
     c.maxBadSteps = j.at("max_bad_steps").get<int>();
     c.decodeBatch = j.at("decode_batch").get<int64_t>();
+    c.ema = j.value("ema", 0.0);
     const json& o = j.at("optimizer");
     OptimizerConfig& p = c.optimizer;
     p.beta1 = o.at("beta1").get<double>();
@@ -285,10 +287,24 @@ DecodeOptions Trainer::decodeOptions() const {
 }
 
 std::map<std::string, Tensor> Trainer::parameters() const {
-  std::map<std::string, Tensor> out;
-  for (const auto& [name, t] : store_.tensors())
-    if (!name.starts_with("adam.")) out.emplace(name, t);
-  return out;
+  return evaluationParameters(store_.tensors());
+}
+
+void Trainer::updateAverages() {
+  if (config_.ema <= 0) return;
+  // The decay ramps up from 0.1 (TensorFlow's ExponentialMovingAverage with num_updates), so
+  // early averages do not drag the initial parameters along.
+  const double u = static_cast<double>(updates_);
+  const auto d = static_cast<float>(std::min(config_.ema, (1 + u) / (10 + u)));
+  for (const std::string& name : paramNames_) {
+    const Tensor& p = store_.at(name);
+    if (p.dtype() != DType::f32) continue;
+    const std::string key = "ema." + name;
+    if (!store_.contains(key)) store_.set(key, p);
+    float* e = store_.at(key).as<float>();
+    const float* x = p.as<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) e[i] = d * e[i] + (1 - d) * x[i];
+  }
 }
 
 Translator& Trainer::translator() {
@@ -346,6 +362,7 @@ HistoryRow Trainer::step() {
   if (out.at("finite").getI(0)) {
     ++updates_;
     badInARow_ = 0;
+    updateAverages();
   } else {
     ++skipped_;
     ++badInARow_;

@@ -46,6 +46,10 @@ struct TrainConfig {
   int keepCheckpoints = 3;
   int maxBadSteps = 10;          // non-finite steps in a row that stop training
   int64_t decodeBatch = 128;     // rows per decoding run
+  // Validation, the final evaluation and checkpoints' translations use an exponential moving
+  // average of the parameters with this decay (0: the parameters themselves), which smooths
+  // out the noise of the last updates.
+  double ema = 0.99;
 
   std::string toJson() const;
   static TrainConfig fromJson(std::string_view text);
@@ -115,6 +119,7 @@ class Trainer {
   Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
           runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from);
   runtime::Executable& stepFor(int bucket);
+  void updateAverages();
   runtime::Executable& lossExecutable(const data::BucketShape& shape);
   void say(const std::string& line);
   void progress(const HistoryRow& r, const StopRule& rule, double elapsed);
