@@ -754,19 +754,21 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
       case SlotKind::Alias: break;
     }
   }
+  auto at = [&](int s) { return slotPtr[static_cast<size_t>(s)]; };
+  auto slot = [&](int s) -> const Slot& { return slots[static_cast<size_t>(s)]; };
   for (size_t s = 0; s < slots.size(); ++s)  // aliases point at input slots, resolved above
-    if (slots[s].kind == SlotKind::Alias) slotPtr[s] = slotPtr[static_cast<size_t>(slots[s].index)];
+    if (slots[s].kind == SlotKind::Alias) slotPtr[s] = at(slots[s].index);
   if (opts.poisonFreed && base) std::memset(base, 0xFF, static_cast<size_t>(stats.arenaBytes));
 
   for (Launch& l : launches) {
-    for (size_t i = 0; i < l.slots.size(); ++i) l.ptrs[i] = slotPtr[static_cast<size_t>(l.slots[i])];
+    for (size_t i = 0; i < l.slots.size(); ++i) l.ptrs[i] = at(l.slots[i]);
     const auto t0 = opts.profile ? std::chrono::steady_clock::now()
                                  : std::chrono::steady_clock::time_point{};
     if (l.kind == Launch::Kind::Kernel) {
       runKernel(l);
     } else if (l.gemmZeroK) {
-      std::memset(l.ptrs[2], 0, static_cast<size_t>(slots[static_cast<size_t>(l.slots[2])].bytes));
-    } else if (slots[static_cast<size_t>(l.slots[2])].bytes > 0) {
+      std::memset(l.ptrs[2], 0, static_cast<size_t>(slot(l.slots[2]).bytes));
+    } else if (slot(l.slots[2]).bytes > 0) {
       codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
     }
     if (opts.profile) {
@@ -774,10 +776,10 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
       ++l.runs;
     }
     if (opts.poisonFreed)
-      for (int s : l.dying) poison(slotPtr[static_cast<size_t>(s)], slots[static_cast<size_t>(s)].bytes, slots[static_cast<size_t>(s)].dtype);
+      for (int s : l.dying) poison(at(s), slot(s).bytes, slot(s).dtype);
   }
   for (const StateCopy& c : copies)
-    std::memcpy(slotPtr[static_cast<size_t>(c.dst)], slotPtr[static_cast<size_t>(c.src)], static_cast<size_t>(c.bytes));
+    std::memcpy(at(c.dst), at(c.src), static_cast<size_t>(c.bytes));
 }
 
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -46,10 +46,13 @@ struct ExecOptions {
   int numThreads = 0;     // 0: the process-wide pool (TGC_NUM_THREADS, else every core)
   bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
   bool profile = false;   // time every launch (Executable::profile)
-  bool fuse = true;       // generic fusion (codegen/fusion_groups.h); TGC_NO_FUSION=1: off
+  // Generic fusion (codegen/fusion_groups.h): several nodes per kernel. Off in a default-
+  // constructed ExecOptions (tests of per-node launches rely on that), on from fromEnv()
+  // unless TGC_NO_FUSION=1.
+  bool fuse = false;
 
   // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning,
-  // TGC_PROFILE=1 profiling and TGC_NO_FUSION=1 one kernel per node.
+  // TGC_PROFILE=1 profiling, and fusion on unless TGC_NO_FUSION=1.
   static ExecOptions fromEnv();
 };
 
@@ -89,7 +92,8 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   // Runs on `inputs` (every graph input by name, with its exact type; read in place, not
-  // copied) and returns the outputs in order. Not for stateful executables.
+  // copied) and returns the outputs in order. Not for stateful executables. One run at a
+  // time: the arena belongs to the executable.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
 
   // The stateful mode: `store` holds every state input (stateNames()), `batch` the other
