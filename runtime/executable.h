@@ -46,13 +46,10 @@ struct ExecOptions {
   int numThreads = 0;     // 0: the process-wide pool (TGC_NUM_THREADS, else every core)
   bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
   bool profile = false;   // time every launch (Executable::profile)
-  // Generic fusion (codegen/fusion_groups.h): several nodes per kernel. Off in a default-
-  // constructed ExecOptions (tests of per-node launches rely on that), on from fromEnv()
-  // unless TGC_NO_FUSION=1.
-  bool fuse = false;
+  bool fuse = true;       // generic fusion (codegen/fusion_groups.h); TGC_NO_FUSION=1: off
 
   // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning,
-  // TGC_PROFILE=1 profiling, and fusion on unless TGC_NO_FUSION=1.
+  // TGC_PROFILE=1 profiling and TGC_NO_FUSION=1 one kernel per node.
   static ExecOptions fromEnv();
 };
 
