@@ -62,10 +62,12 @@ Data:
   corpus (by source sentence) is held out for validation.
 
 Defaults for the built-in task (the README's command): batch 64, 2 length buckets, the noam
-schedule scaled by 0.5 with 300 warm-up steps (peak rate 3.6e-3 at d_model 64), no dropout and no label smoothing (--set p_drop=0
---set label_smoothing=0; your --set entries come after them), a 2-minute budget for the whole
-run (compiles and the final test included). For a corpus: the model's own config, 30
-minutes, warm-up 4000.
+schedule scaled by 0.5 with 300 warm-up steps (peak rate 3.6e-3 at d_model 64), no dropout and
+no label smoothing (--set p_drop=0 --set label_smoothing=0; your --set entries come after
+them), evaluation with a moving average of the parameters (--ema 0.99), and a 2-minute budget
+for the whole run (compiles and the final test included). Measured on 2 shared cores: 100%
+exact match on the 1,000 test numbers, 97% on validation after 500 steps. For a corpus: the
+model's own config, 30 minutes, warm-up 4000.
 
 Output (in --out, default runs/<model>-<preset>-<data>, made unique):
   checkpoints/step-NNNNNNNN.safetensors  every --checkpoint-every steps and at the end, the
