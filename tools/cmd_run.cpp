@@ -68,6 +68,8 @@ Inputs:
              rounded to the input's dtype
     integers uniform in [LO, HI) from --int-range LO,HI (default 0,10)
     bool     true or false with probability 1/2
+  except inputs with role "state" (a training step's optimizer moments), which start at zero
+  as in a fresh run (random second moments would be negative).
 
 Outputs:
   The graph's results are written to the --outputs safetensors file under their value names
@@ -244,7 +246,10 @@ std::map<std::string, Tensor> gatherInputs(const Graph& g, const RunOptions& o) 
     auto range = parseIntRange(o.int_range);
     for (Node* in : g.inputs())
       if (!inputs.count(in->result()->name()))
-        inputs.emplace(in->result()->name(), randomTensor(*in->result(), o.seed, o, range));
+        inputs.emplace(in->result()->name(),
+                       in->attrString("role") == "state"  // optimizer moments start at zero
+                           ? Tensor(in->result()->type())
+                           : randomTensor(*in->result(), o.seed, o, range));
   }
   return inputs;
 }
