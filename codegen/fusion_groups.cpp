@@ -91,25 +91,43 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
   const std::unordered_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
   std::unordered_map<const Node*, size_t> position;
   for (size_t i = 0; i < g.nodes().size(); ++i) position[g.nodes()[i].get()] = i;
-
-  // The one node using v, or null when there are none or several (or v is an output).
-  auto soleUser = [&](const Value* v) -> const Node* {
-    if (outputs.count(v)) return nullptr;
-    auto it = users.find(v);
-    if (it == users.end() || it->second.empty()) return nullptr;
-    const Node* u = it->second.front();
-    for (const Node* o : it->second)
-      if (o != u) return nullptr;
-    return u;
+  auto userSet = [&](const Value* v) {
+    std::unordered_set<const Node*> out;
+    if (auto it = users.find(v); it != users.end()) out.insert(it->second.begin(), it->second.end());
+    return out;
   };
 
-  std::unordered_set<const Node*> taken;
+  // Duplicable nodes: free or cheap ops computed only from small values in memory (at most
+  // an eighth of their own size: broadcast operands) and other duplicable nodes, such as a
+  // one-hot mask from iota and the labels. Each user's group may compute its own copy.
+  std::unordered_set<const Node*> duplicable;
+  for (const auto& node : g.nodes()) {
+    const Node* n = node.get();
+    const Inside cost = insideCost(n->op());
+    if (classify(*n) != NodeExecution::Kernel || n->numResults() != 1 ||
+        outputs.count(n->result()) || (cost != Inside::Free && cost != Inside::Cheap))
+      continue;
+    bool ok = true;
+    for (const Value* o : n->operands()) {
+      const Node* p = o->def();
+      const bool fromMemory = classify(*p) != NodeExecution::Kernel;
+      if (duplicable.count(p) || (fromMemory && 8 * numel(o) <= numel(n->result()))) continue;
+      ok = false;
+    }
+    if (ok) duplicable.insert(n);
+  }
+
+  std::unordered_set<const Node*> taken;  // non-duplicable nodes placed in a group
+  std::unordered_map<const Node*, std::unordered_set<const Node*>> copiedFor;  // dup -> users
   std::vector<std::vector<const Node*>> groups;
   for (size_t i = g.nodes().size(); i-- > 0;) {
     const Node* last = g.nodes()[i].get();
     if (classify(*last) != NodeExecution::Kernel || taken.count(last)) continue;
+    // A duplicable node every user of which computes it needs no launch of its own.
+    if (duplicable.count(last) && copiedFor[last] == userSet(last->result())) continue;
     taken.insert(last);
     std::vector<const Node*> group{last};
+    std::unordered_set<const Node*> members{last};
     // (member, how many times the group evaluates it); depth first, operands in order.
     std::vector<std::pair<const Node*, double>> stack{{last, numel(last->result())}};
     while (!stack.empty()) {
@@ -118,12 +136,22 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
       for (size_t k = 0; k < user->operands().size(); ++k) {
         const Value* v = user->operand(k);
         const Node* p = v->def();
-        if (taken.count(p) || p->numResults() != 1 || classify(*p) != NodeExecution::Kernel ||
-            soleUser(v) != user)
-          continue;
         const double pe = operandEvals(*user, k, evals, user == last);
-        if (!recomputeOk(*p, pe)) continue;
+        if (duplicable.count(p)) {
+          if (!recomputeOk(*p, pe)) continue;
+          copiedFor[p].insert(user);
+          if (members.insert(p).second) {
+            group.push_back(p);
+            stack.push_back({p, pe});
+          }
+          continue;
+        }
+        const auto us = userSet(v);
+        if (taken.count(p) || p->numResults() != 1 || classify(*p) != NodeExecution::Kernel ||
+            outputs.count(v) || us.size() != 1 || !us.count(user) || !recomputeOk(*p, pe))
+          continue;
         taken.insert(p);
+        members.insert(p);
         group.push_back(p);
         stack.push_back({p, pe});
       }

@@ -14,10 +14,16 @@
 //       no Philox), or any number of times for a pure index remapping (broadcast,
 //       transpose, slice, iota) or a cast.
 //   GEMMs, views and sources are never inside a group: their values come from memory.
+//   Duplicable nodes are the exception to "one user": a free or cheap op computed only from
+//   small values in memory (broadcast operands, at most 1/8 of its size) and other
+//   duplicable nodes, such as a one-hot mask made from iota and the labels, is copied into
+//   the group of each user that can take it (same recompute bound), and gets a launch of
+//   its own only if some user cannot (a GEMM, a graph output).
 //
 // A group runs where its last node was. That is always a valid order: a member's value is
-// used only inside its group, and every value the group reads from outside is a source, a
-// GEMM or view result, or the last node of an earlier group.
+// used only inside its group (or recomputed by each group using it), and every value the
+// group reads from outside is a source, a GEMM or view result, or the last node of an
+// earlier group.
 #pragma once
 
 #include <vector>

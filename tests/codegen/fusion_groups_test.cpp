@@ -109,6 +109,45 @@ TEST(FusionGroups, CostlyProducersAreNotRecomputedThroughABroadcast) {
   EXPECT_EQ(groupsOf(*g), (Names{{"a"}, {"b", "c", "i", "f", "d"}}));
 }
 
+constexpr const char* kOneHot = R"(graph @onehot {
+  %x = input() : f32[4,16]
+  %l = input() : i64[4,1]
+  %w = input() : f32[16,3]
+  %i = iota() {axis=1} : i64[4,16]
+  %e = eq(%i, %l) : bool[4,16]
+  %m = cast(%e) {dtype=f32} : f32[4,16]
+  %a = mul(%x, %m) : f32[4,16]
+  %s = reduce_sum(%a) {axes=[1]} : f32[4]
+  %b = sub(%x, %m) : f32[4,16]
+  %t = exp(%b) : f32[4,16]
+  %k = ne(%i, %l) : bool[4,16]
+  %f = cast(%k) {dtype=f32} : f32[4,16]
+  %g = matmul(%f, %w) : f32[4,3]
+  %h = neg(%f) : f32[4,16]
+  return %s, %t, %g, %h
+}
+)";
+
+TEST(FusionGroups, CheapValuesFromSmallInputsAreComputedByEachUser) {
+  auto g = parseGraph(kOneHot);
+  // The one-hot mask m is recomputed in both its users' kernels and never stored; f feeds a
+  // GEMM, so it is stored, and h still computes its own copy.
+  EXPECT_EQ(groupsOf(*g), (Names{{"i", "e", "m", "a", "s"},
+                                 {"i", "e", "m", "b", "t"},
+                                 {"i", "k", "f"},
+                                 {"i", "k", "f", "h"}}));
+  auto opts = tgc::testing::testExecOptions();
+  opts.poisonFreed = true;
+  auto exe = runtime::Executable::compile(*g, opts);
+  EXPECT_EQ(exe->stats().kernels, 4);
+  auto in = tgc::testing::randomInputs(*g, 2);
+  in.insert_or_assign("l", Tensor(TensorType{DType::i64, {4, 1}}, {3, 0, 15, 9}));
+  auto want = Interpreter().run(*g, in);
+  auto got = exe->run(in);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(tgc::testing::allClose(got[i], want[i], 1e-5, 1e-6)) << "output " << i;
+}
+
 TEST(FusionGroups, FusedGraphMatchesTheInterpreter) {
   auto g = parseGraph(R"(graph @mixed {
   %x = input() : f32[6,40]
