@@ -18,7 +18,7 @@ namespace tgc::cli {
 
 void addDecodeOptions(CLI::App* cmd, std::string& checkpoint, std::string& model, int& beam,
                       double& lengthPenalty, int64_t& maxLen, int64_t& batch, int& threads,
-                      bool& noCache);
+                      bool& noCache, bool& noKvCache);
 
 namespace {
 
@@ -28,7 +28,7 @@ struct EvalArgs {
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 128, limit = 0;
   int threads = 0, show = 5;
-  bool noCache = false;
+  bool noCache = false, noKvCache = false;
 };
 
 constexpr const char* kFooter = R"(
@@ -72,6 +72,7 @@ int runEval(const EvalArgs& a) {
   o.lengthPenalty = a.lengthPenalty;
   o.maxLen = a.maxLen;
   o.lengthCap = c.lengthCap();
+  o.kvCache = !a.noKvCache;
   o.batchSize = a.batch;
   const auto& split = train::evalSplit(d);
   const train::EvalResult r = train::evaluatePairs(tr, d, split, o, a.limit);
@@ -96,7 +97,7 @@ void registerEval(CLI::App& app) {
       "eval", "Score a checkpoint: exact match and BLEU on held-out data");
   cmd->footer(kFooter);
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
-                   a->threads, a->noCache);
+                   a->threads, a->noCache, a->noKvCache);
   cmd->add_option("--data", a->data, "TSV corpus whose validation split is scored")->option_text("FILE");
   cmd->add_option("--limit", a->limit, "Score only the first N sentences (0: all)")
       ->option_text("N")

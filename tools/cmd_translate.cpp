@@ -23,7 +23,7 @@ struct TranslateArgs {
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 64;
   int threads = 0;
-  bool noCache = false;
+  bool noCache = false, noKvCache = false;
 };
 
 constexpr const char* kFooter = R"(
@@ -34,8 +34,10 @@ unknown tokens become <unk>.
 
 Output: one translation per input sentence and line, in order, on standard output.
 
-Decoding: the encoder runs once per sentence; each step runs the decoder on the prefixes
-(graph decode_at of the model file, compiled for a few prefix-length buckets). Greedy by
+Decoding: the encoder and the decoder's cross-attention projections run once per sentence;
+each step runs the decoder for one position, reusing the keys and values of the earlier
+positions (graphs decode_memory and decode_cached of the model file; --no-kv-cache
+recomputes the whole prefix each step with graph decode_at). Greedy by
 default; --beam K keeps the K best hypotheses and ranks finished ones by log-probability
 divided by ((5 + length) / 6)^A, A = --length-penalty (GNMT's; 0: no normalization).
 --max-len defaults to twice the source length plus 10, at most 1.5 times the longest
@@ -68,6 +70,7 @@ int runTranslate(const TranslateArgs& a) {
   o.lengthPenalty = a.lengthPenalty;
   o.maxLen = a.maxLen;
   o.lengthCap = c.lengthCap();
+  o.kvCache = !a.noKvCache;
   o.batchSize = a.batch;
   for (const std::string& t : train::translateTexts(tr, c.srcVocab, c.tgtVocab, texts, o))
     std::cout << t << "\n";
@@ -80,7 +83,9 @@ int runTranslate(const TranslateArgs& a) {
 // Options shared by translate and eval.
 void addDecodeOptions(CLI::App* cmd, std::string& checkpoint, std::string& model, int& beam,
                       double& lengthPenalty, int64_t& maxLen, int64_t& batch, int& threads,
-                      bool& noCache) {
+                      bool& noCache, bool& noKvCache) {
+  cmd->add_flag("--no-kv-cache", noKvCache,
+                "Recompute the whole prefix every step instead of reusing keys and values");
   cmd->add_option("-c,--checkpoint", checkpoint,
                   "Run directory (its newest checkpoint) or checkpoint file")
       ->option_text("DIR")
@@ -106,7 +111,7 @@ void registerTranslate(CLI::App& app) {
   cmd->footer(kFooter);
   cmd->add_option("TEXT", a->texts, "Sentences to translate (default: lines of standard input)");
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
-                   a->threads, a->noCache);
+                   a->threads, a->noCache, a->noKvCache);
   cmd->callback([a] {
     try {
       runTranslate(*a);

@@ -92,6 +92,47 @@ runtime::Executable& Translator::decoder(int64_t B, int64_t S, int64_t T) {
   return *slot;
 }
 
+runtime::Executable& Translator::graph(const std::string& name, int64_t B, int64_t S, int64_t T) {
+  auto& slot = graphs_[{name, B, S, T}];
+  if (!slot) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::pair<std::string, int64_t>> dims{{"B", B}, {"S", S}};
+    if (T > 0) dims.emplace_back("T", T);
+    CompiledModel m = compileModelFile(model_.path, model_.options(name, dims));
+    slot = runtime::Executable::compile(*m.graph, exec_);
+    compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return *slot;
+}
+
+Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory, int64_t limit) {
+  const int64_t B = src.shape()[0], S = src.shape()[1];
+  auto cross = graph("decode_memory", B, S, 0).run(inputs({{"memory", memory}}));
+  Cache c;
+  c.src = src;
+  c.crossK = std::move(cross[0]);
+  c.crossV = std::move(cross[1]);
+  const Shape& ks = c.crossK.shape();  // [n_dec, B, S, d_model]
+  const TensorType self{c.crossK.dtype(), {ks[0], B, lengthBucket(limit + 1), ks[3]}};
+  c.selfK = Tensor(self);
+  c.selfV = Tensor(self);
+  return c;
+}
+
+Tensor Translator::cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos) {
+  const int64_t B = c.src.shape()[0], S = c.src.shape()[1], T = c.selfK.shape()[2];
+  Tensor tok = i64Tensor({B, 1}), at = i64Tensor({1});
+  for (int64_t b = 0; b < B; ++b)
+    tok.as<int64_t>()[b] = tokens[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(tokens.size()) - 1))];
+  at.as<int64_t>()[0] = pos;
+  auto out = graph("decode_cached", B, S, T)
+                 .run(inputs({{"src", c.src}, {"cross_k", c.crossK}, {"cross_v", c.crossV},
+                              {"self_k", c.selfK}, {"self_v", c.selfV}, {"tok", tok}, {"pos", at}}));
+  c.selfK = std::move(out[1]);
+  c.selfV = std::move(out[2]);
+  return std::move(out[0]);
+}
+
 std::map<std::string, Tensor> Translator::inputs(std::map<std::string, Tensor> data) const {
   for (const auto& [name, t] : params_) data.emplace(name, t);
   return data;
@@ -154,8 +195,12 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
   std::vector<std::vector<int64_t>> prefixes(static_cast<size_t>(rows), {Vocab::kBos});
   std::vector<bool> done(static_cast<size_t>(rows), false);
   const int64_t limit = maxSteps(sources, o);
+  Cache cache;
+  if (o.kvCache) cache = startCache(src, memory, limit);
   for (int64_t t = 0; t < limit; ++t) {
-    const Tensor lp = step(src, memory, prefixes);
+    std::vector<int64_t> last;
+    for (const auto& p : prefixes) last.push_back(p.back());
+    const Tensor lp = o.kvCache ? cachedStep(cache, last, t) : step(src, memory, prefixes);
     const int64_t V = lp.shape()[1];
     bool all = true;
     for (int64_t b = 0; b < rows; ++b) {
@@ -201,12 +246,15 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
   struct Hyp {
     std::vector<int64_t> tokens;  // bos first
     double logp = 0;
+    int64_t cacheRow = 0;  // the row of the latest caches that holds its earlier positions
   };
   struct Finished {
     std::vector<int64_t> tokens;  // without bos and eos
     double score = 0;
   };
-  std::vector<std::vector<Hyp>> live(static_cast<size_t>(sentences), {Hyp{{Vocab::kBos}, 0.0}});
+  std::vector<std::vector<Hyp>> live(static_cast<size_t>(sentences), {Hyp{{Vocab::kBos}, 0.0, 0}});
+  Cache cache;
+  if (o.kvCache) cache = startCache(src, memory, maxSteps(sources, o));
   std::vector<std::vector<Finished>> finished(static_cast<size_t>(sentences));
   const int64_t limit = maxSteps(sources, o);
   for (int64_t t = 0; t < limit; ++t) {
@@ -229,7 +277,28 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       rowsPrefix[static_cast<size_t>(row)] = prefixes[i];
       rowOf[i] = row;
     }
-    const Tensor lp = step(src, memory, rowsPrefix);
+    Tensor lp;
+    if (o.kvCache) {
+      // Each row's cache rows come from the row its hypothesis's parent ran in.
+      const int64_t layers = cache.selfK.shape()[0], rowFloats = cache.selfK.shape()[2] * cache.selfK.shape()[3];
+      Tensor k(cache.selfK.type()), v(cache.selfV.type());
+      for (size_t i = 0; i < prefixes.size(); ++i) {
+        const int64_t from = live[static_cast<size_t>(owner[i].first)][owner[i].second].cacheRow;
+        for (int64_t l = 0; l < layers; ++l) {
+          std::copy_n(cache.selfK.as<float>() + (l * B + from) * rowFloats, rowFloats,
+                      k.as<float>() + (l * B + rowOf[i]) * rowFloats);
+          std::copy_n(cache.selfV.as<float>() + (l * B + from) * rowFloats, rowFloats,
+                      v.as<float>() + (l * B + rowOf[i]) * rowFloats);
+        }
+      }
+      cache.selfK = std::move(k);
+      cache.selfV = std::move(v);
+      std::vector<int64_t> last;
+      for (const auto& p : rowsPrefix) last.push_back(p.back());
+      lp = cachedStep(cache, last, t);
+    } else {
+      lp = step(src, memory, rowsPrefix);
+    }
     const int64_t V = lp.shape()[1];
 
     std::vector<std::vector<std::pair<double, std::pair<size_t, int64_t>>>> cands(
@@ -245,7 +314,7 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
                         [&](int64_t a, int64_t b) { return row[a] > row[b]; });
       for (size_t j = 0; j < k; ++j)
         cands[static_cast<size_t>(s)].push_back(
-            {live[static_cast<size_t>(s)][h].logp + row[ids[j]], {h, ids[j]}});
+            {live[static_cast<size_t>(s)][h].logp + row[ids[j]], {i, ids[j]}});
     }
     for (int64_t s = 0; s < sentences; ++s) {
       auto& c = cands[static_cast<size_t>(s)];
@@ -254,13 +323,14 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       std::vector<Hyp> next;
       for (const auto& [logp, hk] : c) {
         if (static_cast<int64_t>(next.size()) >= K || static_cast<int64_t>(fin.size()) >= K) break;
-        const Hyp& parent = live[static_cast<size_t>(s)][hk.first];
+        const size_t i = hk.first;  // the candidate's parent: prefixes[i], run in row rowOf[i]
+        const Hyp& parent = live[static_cast<size_t>(s)][owner[i].second];
         if (hk.second == Vocab::kEos) {
           std::vector<int64_t> toks(parent.tokens.begin() + 1, parent.tokens.end());
           const double score = logp / lengthPenalty(static_cast<int64_t>(toks.size()) + 1, o.lengthPenalty);
           fin.push_back({std::move(toks), score});
         } else {
-          Hyp h{parent.tokens, logp};
+          Hyp h{parent.tokens, logp, rowOf[i]};
           h.tokens.push_back(hk.second);
           next.push_back(std::move(h));
         }

@@ -1,9 +1,13 @@
 // Greedy and beam-search decoding with a trained model, compiled for the CPU.
 //
-// The encoder runs once per sentence (graph `encode`, one executable per (B, S)); each
-// decoding step runs graph `decode_at` of models/transformer.tg on the prefixes padded up to
-// a length bucket T (16, 32, 64, ...), so a handful of compiled shapes serve every prefix
-// length. Sentences are decoded in batches of up to `batchSize` rows, sorted by length.
+// The encoder runs once per sentence (graph `encode`, one executable per (B, S)), and so do
+// the cross-attention projections of every decoder layer (`decode_memory`). Each step then
+// runs `decode_cached` for one position per row: the keys and values of the earlier
+// positions come from caches [n_dec, B, T, d_model] that the step returns updated (T: a
+// length bucket 16, 32, ... covering the longest output). Beam search reorders the cache
+// rows after their hypotheses. Without the cache (DecodeOptions::kvCache false) each step
+// runs `decode_at` over the whole prefix padded to a length bucket. Sentences are decoded in
+// batches of up to `batchSize` rows, sorted by length.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,9 @@ struct DecodeOptions {
   int64_t maxLen = 0;          // tokens generated at most; 0: 2 * source length + 10, capped
   int64_t lengthCap = 0;       // by this when > 0 (from the longest training target)
   int64_t batchSize = 64;      // rows per run (beam: sentences x beam)
+  // Reuse keys and values between steps (graphs decode_memory and decode_cached); false
+  // recomputes the whole prefix every step (decode_at).
+  bool kvCache = true;
 };
 
 class Translator {
@@ -47,6 +54,14 @@ class Translator {
  private:
   runtime::Executable& encoder(int64_t B, int64_t S);
   runtime::Executable& decoder(int64_t B, int64_t S, int64_t T);
+  runtime::Executable& graph(const std::string& name, int64_t B, int64_t S, int64_t T);
+  // The state of cached decoding for one batch.
+  struct Cache {
+    Tensor src, crossK, crossV, selfK, selfV;
+  };
+  Cache startCache(const Tensor& src, const Tensor& memory, int64_t limit);
+  // Log-probabilities [B, V] after feeding tokens[b] at position pos; updates the caches.
+  Tensor cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos);
   Tensor encode(const Tensor& src);
   // Log-probabilities [B, V] after each row's prefix.
   Tensor step(const Tensor& src, const Tensor& memory, const std::vector<std::vector<int64_t>>& prefixes);
@@ -61,6 +76,7 @@ class Translator {
   runtime::ExecOptions exec_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<runtime::Executable>> encoders_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<runtime::Executable>> decoders_;
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, std::unique_ptr<runtime::Executable>> graphs_;
   double compileSeconds_ = 0;
 };
 
