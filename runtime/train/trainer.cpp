@@ -494,8 +494,9 @@ TrainResult Trainer::train(const StopRule& rule, const std::atomic<bool>* stop) 
       const int64_t ran = stepCount_ - firstStep;
       const double perStep = ran > 0 ? (stepSeconds_ - stepBefore) / static_cast<double>(ran) : 0;
       const double perSentence = decodeSecondsPerSentence_ > 0 ? decodeSecondsPerSentence_ : 0.005;
+      // The caller's evaluation, the last checkpoint and the process's exit must fit too.
       const double reserve =
-          rule.reserveSentences > 0 ? 1.2 * perSentence * static_cast<double>(rule.reserveSentences) + 1.0 : 0.5;
+          rule.reserveSentences > 0 ? 1.2 * perSentence * static_cast<double>(rule.reserveSentences) + 3.0 : 1.0;
       if (elapsed + perStep + reserve >= rule.seconds) {
         res.reason = TrainResult::Reason::time;
         res.message = fmt::format("time budget of {} reached at step {}", clockText(rule.seconds), stepCount_);
