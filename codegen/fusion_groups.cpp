@@ -97,10 +97,14 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
     return out;
   };
 
-  // Duplicable nodes: free or cheap ops computed only from small values in memory (at most
-  // an eighth of their own size: broadcast operands) and other duplicable nodes, such as a
-  // one-hot mask from iota and the labels. Each user's group may compute its own copy.
+  // Duplicable nodes: free or cheap ops whose copies in several kernels cost no more
+  // memory traffic than storing the value once and loading it in each: computed from other
+  // duplicable nodes and values in memory of which at most one is large (more than an
+  // eighth of the node's size; the rest are broadcast operands), e.g. a one-hot mask from
+  // iota and the labels, or a gradient times its clipping factor. A value a single kernel
+  // node uses stays out of them, so that it can join its user's group instead.
   std::unordered_set<const Node*> duplicable;
+  std::unordered_map<const Node*, std::unordered_set<const Value*>> largeReads;
   for (const auto& node : g.nodes()) {
     const Node* n = node.get();
     const Inside cost = insideCost(n->op());
@@ -108,13 +112,22 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
         outputs.count(n->result()) || (cost != Inside::Free && cost != Inside::Cheap))
       continue;
     bool ok = true;
+    std::unordered_set<const Value*> large;
     for (const Value* o : n->operands()) {
       const Node* p = o->def();
-      const bool fromMemory = classify(*p) != NodeExecution::Kernel;
-      if (duplicable.count(p) || (fromMemory && 8 * numel(o) <= numel(n->result()))) continue;
-      ok = false;
+      if (duplicable.count(p)) {
+        large.insert(largeReads[p].begin(), largeReads[p].end());
+      } else if (classify(*p) == NodeExecution::Kernel && !outputs.count(o) &&
+                 userSet(o).size() == 1) {
+        ok = false;  // fusable into n: n is better off as an ordinary member
+      } else if (8 * numel(o) > numel(n->result())) {
+        large.insert(o);
+      }
     }
-    if (ok) duplicable.insert(n);
+    if (ok && large.size() <= 1) {
+      duplicable.insert(n);
+      largeReads[n] = std::move(large);
+    }
   }
 
   std::unordered_set<const Node*> taken;  // non-duplicable nodes placed in a group
@@ -137,6 +150,9 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
         const Value* v = user->operand(k);
         const Node* p = v->def();
         const double pe = operandEvals(*user, k, evals, user == last);
+        // A copy reads its non-duplicable operands from memory: none of them can be fused
+        // into one copy, as the others would find it missing.
+        if (duplicable.count(user) && !duplicable.count(p)) continue;
         if (duplicable.count(p)) {
           if (!recomputeOk(*p, pe)) continue;
           copiedFor[p].insert(user);

@@ -14,11 +14,13 @@
 //       no Philox), or any number of times for a pure index remapping (broadcast,
 //       transpose, slice, iota) or a cast.
 //   GEMMs, views and sources are never inside a group: their values come from memory.
-//   Duplicable nodes are the exception to "one user": a free or cheap op computed only from
-//   small values in memory (broadcast operands, at most 1/8 of its size) and other
-//   duplicable nodes, such as a one-hot mask made from iota and the labels, is copied into
-//   the group of each user that can take it (same recompute bound), and gets a launch of
-//   its own only if some user cannot (a GEMM, a graph output).
+//   Duplicable nodes are the exception to "one user": a free or cheap op computed from
+//   other duplicable nodes and values in memory of which at most one is large (the others
+//   are broadcast operands), such as a one-hot mask made from iota and the labels or a
+//   gradient times its clipping factor, is copied into the group of each user that can
+//   take it (same recompute bound): that reads no more memory than storing it once and
+//   loading it in each user. It gets a launch of its own only if some user cannot take it
+//   (a GEMM, a graph output).
 //
 // A group runs where its last node was. That is always a valid order: a member's value is
 // used only inside its group (or recomputed by each group using it), and every value the
