@@ -25,10 +25,13 @@ TEST(ModelTest, TransformerCompilesForEveryPresetAndGraph) {
   for (const char* preset : {"tiny", "small", "base"}) {
     for (const char* graph : {"train", "encode", "decode_step"}) {
       SCOPED_TRACE(std::string(preset) + " " + graph);
+      // decode_at, decode_memory and decode_cached serve tgc translate (tests/train).
       auto m = compileModelFile(kTransformer, {.graph = graph, .preset = preset});
       EXPECT_EQ(m.graph->name(), graph);
       EXPECT_EQ(verifyGraph(*m.graph), std::vector<std::string>{});
-      EXPECT_EQ(m.graph_names, (std::vector<std::string>{"train", "encode", "decode_step"}));
+      EXPECT_EQ(m.graph_names,
+                (std::vector<std::string>{"train", "encode", "decode_step", "decode_at",
+                                          "decode_memory", "decode_cached"}));
       EXPECT_EQ(m.training, std::string(graph) == "train");
       auto cfg = configOf(m);
       int64_t d = std::get<int64_t>(cfg.at("d_model"));
