@@ -473,6 +473,12 @@ llvm::Value* KernelEmitter::binary(const Expr& e, llvm::Value* a, llvm::Value* b
   const DType t = e.args[0]->type;
   const bool fl = isComputeFloat(t);
   const bool nsw = index && t == DType::i64;
+  // Floats: ordered compares (false with NaN) except ne; bools compare unsigned (0 < 1).
+  using P = llvm::CmpInst::Predicate;
+  auto compare = [&](P floatPred, P boolPred, P intPred) -> llvm::Value* {
+    if (fl) return b_.CreateFCmp(floatPred, a, b);
+    return b_.CreateICmp(t == DType::boolean ? boolPred : intPred, a, b);
+  };
   switch (e.binary) {
     case BinaryOp::Add:
       return fl ? fast(b_.CreateFAdd(a, b)) : b_.CreateAdd(a, b, "", false, nsw);
@@ -490,27 +496,12 @@ llvm::Value* KernelEmitter::binary(const Expr& e, llvm::Value* a, llvm::Value* b
       return b_.CreateBinaryIntrinsic(fl ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, a, b);
     case BinaryOp::Min:
       return b_.CreateBinaryIntrinsic(fl ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, a, b);
-    // Floats: ordered compares (false with NaN) except ne; bools compare as 0 < 1.
-    case BinaryOp::Eq:
-      return fl ? b_.CreateFCmpOEQ(a, b) : b_.CreateICmpEQ(a, b);
-    case BinaryOp::Ne:
-      return fl ? b_.CreateFCmpUNE(a, b) : b_.CreateICmpNE(a, b);
-    case BinaryOp::Lt:
-      return fl                    ? b_.CreateFCmpOLT(a, b)
-             : t == DType::boolean ? b_.CreateICmpULT(a, b)
-                                   : b_.CreateICmpSLT(a, b);
-    case BinaryOp::Le:
-      return fl                    ? b_.CreateFCmpOLE(a, b)
-             : t == DType::boolean ? b_.CreateICmpULE(a, b)
-                                   : b_.CreateICmpSLE(a, b);
-    case BinaryOp::Gt:
-      return fl                    ? b_.CreateFCmpOGT(a, b)
-             : t == DType::boolean ? b_.CreateICmpUGT(a, b)
-                                   : b_.CreateICmpSGT(a, b);
-    case BinaryOp::Ge:
-      return fl                    ? b_.CreateFCmpOGE(a, b)
-             : t == DType::boolean ? b_.CreateICmpUGE(a, b)
-                                   : b_.CreateICmpSGE(a, b);
+    case BinaryOp::Eq: return compare(P::FCMP_OEQ, P::ICMP_EQ, P::ICMP_EQ);
+    case BinaryOp::Ne: return compare(P::FCMP_UNE, P::ICMP_NE, P::ICMP_NE);
+    case BinaryOp::Lt: return compare(P::FCMP_OLT, P::ICMP_ULT, P::ICMP_SLT);
+    case BinaryOp::Le: return compare(P::FCMP_OLE, P::ICMP_ULE, P::ICMP_SLE);
+    case BinaryOp::Gt: return compare(P::FCMP_OGT, P::ICMP_UGT, P::ICMP_SGT);
+    case BinaryOp::Ge: return compare(P::FCMP_OGE, P::ICMP_UGE, P::ICMP_SGE);
     case BinaryOp::And:
       return b_.CreateAnd(a, b);
     case BinaryOp::Or:
