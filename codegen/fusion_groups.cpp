@@ -23,6 +23,9 @@ Inside insideCost(OpKind op) {
     case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm:
     case OpKind::ScatterAdd:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
       return Inside::Never;
     case OpKind::Iota: case OpKind::Cast: case OpKind::Broadcast: case OpKind::Transpose:
     case OpKind::Slice:
@@ -68,6 +71,9 @@ double operandEvals(const Node& user, size_t i, double evals, bool last) {
     case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
     case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Gather:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
       return evals;
   }
   return evals;

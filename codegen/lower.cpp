@@ -35,6 +35,10 @@ NodeExecution classify(const Node& node) {
     case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Gather: case OpKind::ScatterAdd:
       return NodeExecution::Kernel;
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
+      return NodeExecution::Library;
   }
   throw IRError(fmt::format("{}: unknown op", describeNode(node)));
 }
@@ -162,7 +166,10 @@ LoweredKernel lowerGroup(const std::vector<const Node*>& group) {
       case OpKind::Input:
       case OpKind::Constant:
       case OpKind::MatMul:
-      case OpKind::Reshape: break;  // rejected above
+      case OpKind::Reshape:
+      case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+      case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+      case OpKind::LayerNormGrad: break;  // rejected above
       case OpKind::Iota: case OpKind::PhiloxUniform:
       case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
       case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:

@@ -22,6 +22,7 @@ enum class NodeExecution {
   Kernel,  // a generated kernel (lowerGroup)
   Gemm,    // matmul: the library GEMM
   View,    // reshape: the operand's memory, reinterpreted
+  Library, // fused ops (ir/fused_ops.h): hand-written library kernels (codegen/library.h)
 };
 
 NodeExecution classify(const Node& node);

@@ -61,6 +61,9 @@ bool isPointwise(OpKind op) {
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MatMul:
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Gather: case OpKind::ScatterAdd:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
       return false;
   }
   return false;
@@ -240,6 +243,9 @@ ExprP Ctx::compute(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::LogSoftmax:
     case OpKind::LayerNorm:
     case OpKind::ScatterAdd:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
       unsupported(n, "it can only be the last node of a group");
     case OpKind::Constant: {
       const auto& vals = n.attrFloats("value");
@@ -417,6 +423,9 @@ ExprP Ctx::elementwise(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MatMul:
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice:
     case OpKind::Concat: case OpKind::Gather: case OpKind::ScatterAdd:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
       break;  // compute() handles these
   }
   unsupported(n, "not an elementwise op");

@@ -21,6 +21,7 @@
 #include <numbers>
 #include <unordered_map>
 
+#include "ir/interp_fused.h"
 #include "ir/philox.h"
 
 namespace tgc {
@@ -514,7 +515,8 @@ void scatterAddKernel(const Node& n, const Operands& in, Tensor& out) {
 
 // Fills `out` (already typed and zeroed) for node n. One case per op and no default, so
 // -Werror=switch stops the build until a new op in ops.def has a kernel here.
-void compute(const Node& n, const Operands& in, Tensor& out) {
+void compute(const Node& n, const Operands& in, std::vector<Tensor>& outs) {
+  Tensor& out = outs.at(0);
   switch (n.op()) {
     case OpKind::Input: fail(n, "an input has no kernel; its value comes from run()'s inputs");
     case OpKind::Constant: return constantKernel(n, out);
@@ -583,6 +585,12 @@ void compute(const Node& n, const Operands& in, Tensor& out) {
     case OpKind::Concat: return concatKernel(n, in, out);
     case OpKind::Gather: return gatherKernel(n, in, out);
     case OpKind::ScatterAdd: return scatterAddKernel(n, in, out);
+
+    case OpKind::FusedAttention: return referenceFusedAttention(n, in, outs);
+    case OpKind::FusedAttentionGrad: return referenceFusedAttentionGrad(n, in, outs);
+    case OpKind::SoftmaxCrossEntropy: return referenceSoftmaxCrossEntropy(n, in, outs);
+    case OpKind::SoftmaxCrossEntropyGrad: return referenceSoftmaxCrossEntropyGrad(n, in, outs);
+    case OpKind::LayerNormGrad: return referenceLayerNormGrad(n, in, outs);
   }
   fail(n, "unknown op");
 }
@@ -611,7 +619,7 @@ std::vector<Tensor> Interpreter::evalNode(const Node& n,
   std::vector<Tensor> results;
   for (size_t r = 0; r < n.numResults(); ++r)
     results.emplace_back(runtimeType(n.result(r)->type(), opts_.promote_to_f64));
-  compute(n, in, results.at(0));  // every op in ops.def has exactly one result
+  compute(n, in, results);
   return results;
 }
 

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "ir/fused_ops.h"
+
 namespace tgc {
 namespace {
 

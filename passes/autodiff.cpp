@@ -28,7 +28,12 @@ class Differentiator {
     adjoint_[loss] = b_.constant(loss->type(), {1.0}, loss->name());
     for (size_t i = forward.size(); i-- > 0;) {
       Node* n = forward[i];
-      if (n->numResults() != 1) throw IRError("autodiff: multi-result ops need a rule");
+      // Multi-result ops (fused_attention: out, lse) are differentiated through result 0;
+      // their other results are saved for the backward op, not differentiable outputs.
+      for (size_t r = 1; r < n->numResults(); ++r)
+        if (adjoint_.count(n->result(r)))
+          throw IRError(fmt::format("autodiff: no gradient flows through result {} of {}", r,
+                                    describeNode(*n)));
       auto it = adjoint_.find(n->result());
       if (it == adjoint_.end()) continue;
       differentiate(*n, it->second);
@@ -239,6 +244,14 @@ class Differentiator {
       case OpKind::Gather:
         return accumulate(x(0), b_.scatterAdd(x(1), g, x(0)->type().shape[0]));
       case OpKind::ScatterAdd: return accumulate(x(1), b_.gather(g, x(0)));
+      case OpKind::FusedAttention:
+      case OpKind::SoftmaxCrossEntropy:
+        break;
+      // The backward ops themselves: no second derivatives.
+      case OpKind::FusedAttentionGrad:
+      case OpKind::SoftmaxCrossEntropyGrad:
+      case OpKind::LayerNormGrad:
+        break;
     }
     throw IRError(fmt::format("autodiff: no gradient rule for {}", describeNode(n)));
   }

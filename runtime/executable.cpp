@@ -532,6 +532,9 @@ void Executable::Impl::build(const Graph& source) {
         ++stats.gemms;
         break;
       }
+      case codegen::NodeExecution::Library:
+        throw IRError(fmt::format("{}: the CPU backend has no library kernel for it yet",
+                                  describeNode(n)));
       case codegen::NodeExecution::Kernel: {
         auto group = groups.find(&n);
         if (group == groups.end()) {

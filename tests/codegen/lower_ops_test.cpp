@@ -125,7 +125,10 @@ Cases casesFor(OpKind op) {
     case OpKind::Input:
     case OpKind::Constant:
     case OpKind::MatMul:
-    case OpKind::Reshape: return {};  // not generated kernels (see codegen::classify)
+    case OpKind::Reshape:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad: return {};  // not generated kernels (see codegen::classify)
 
     case OpKind::Iota: {
       Cases cs;
