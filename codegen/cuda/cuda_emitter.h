@@ -1,0 +1,84 @@
+// The GPU back end of Kernel IR: each kir::Kernel printed as readable CUDA C++, compiled
+// by NVRTC (codegen/cuda/nvrtc.h). The same tree the LLVM emitter turns into CPU code.
+//
+// ABI. One `extern "C" __global__` function per kernel, named kir::Kernel::name (the
+// provenance name, "enc_2_attn_softmax"), with one parameter per buffer in
+// Kernel::buffers order, then the parallel range:
+//     extern "C" __global__ void name(float* __restrict__ b0_out, const float* __restrict__
+//                                     b1_x, ..., long long begin, long long end)
+// A buffer parameter is a device pointer to the buffer's elements (const when only read;
+// bool as one byte, bf16/f16 as their 16 bits); buffers one kernel shares in place
+// (BufferDecl::inPlaceOf) lose __restrict__. cuLaunchKernel gets the address of each
+// pointer, then of begin and end (int64); the launch runs parallel iterations [begin, end).
+// Per-buffer parameters rather than the CPU's pointer table: no table to upload per
+// launch, and NVCC sees which buffers are read-only and unaliased (ld.global.nc).
+//
+// Mapping of the loop nest to the grid. Kernel IR promises two kinds of independence:
+// the parallel iterations p, and the iterations of a LoopKind::Vector loop (apart from
+// accumulating locals). Both become GPU parallelism; nothing else does, so every emitted
+// kernel computes what the CPU kernel computes:
+//  - BlockPerIteration (the kernel has a Vector loop whose iterations can be spread):
+//    one thread block per parallel iteration (a grid-stride loop over blocks, so the grid
+//    may be smaller than the range). Within the block, the code outside Vector loops runs
+//    on every thread alike ("uniform": loop counters and locals are the same in every
+//    thread), and each spreadable Vector loop is divided among the block's threads
+//    (j = threadIdx.x; j < n; j += blockDim.x), so consecutive threads touch consecutive
+//    elements (coalesced). A local accumulated in such a loop (acc = acc + e, max, min) is
+//    a reduction: every thread accumulates its share from the identity, then a warp-shuffle
+//    and shared-memory block reduction combines the shares and every thread gets the total.
+//    Stores in uniform code are done by thread 0 alone. __syncthreads() follows a spread
+//    loop or uniform store whose results another thread may read (the kernel loads a
+//    buffer it stores), and precedes one that may overwrite what others still read.
+//  - ThreadPerIteration (no spreadable Vector loop: scalar kernels, integer scans): one
+//    thread per parallel iteration, the whole body serial in that thread.
+// A Vector loop is spread when each local it assigns is either such a reduction or private
+// to an iteration (assigned first thing in the body, unused outside); other Vector loops,
+// and Vector loops nested in a spread one, run serially in each thread.
+//
+// Numerics follow the interpreter as the CPU emitter does: CUDA's IEEE-accurate device
+// functions (expf, logf, tanhf, erff: a few ulp; no fast math), f32 pow through double,
+// NaN-propagating max/min, integer division defined for every input (x / 0 = 0), float to
+// int casts truncating and saturating (NaN gives 0: cvt.rzi), bool as a byte, bf16/f16
+// stores rounding to nearest even. Reductions add in a different order than the CPU (a
+// tree across threads), so sums differ in the last bits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace tgc::codegen::cuda {
+
+enum class Mapping { ThreadPerIteration, BlockPerIteration };
+
+// How to launch an emitted kernel over parallel iterations [begin, end).
+struct LaunchGeometry {
+  Mapping mapping = Mapping::ThreadPerIteration;
+  int blockThreads = 128;  // blockDim.x (blockDim.y = blockDim.z = 1)
+  int sharedBytes = 0;     // dynamic shared memory (emitted kernels use static shared only)
+  // gridDim.x for `iterations` = end - begin parallel iterations (at least 1 block, at most
+  // kMaxGridBlocks: the kernel's grid-stride loop covers the rest).
+  int64_t gridBlocks(int64_t iterations) const;
+};
+
+inline constexpr int64_t kMaxGridBlocks = 65535LL * 32;
+
+struct CudaKernel {
+  std::string name;    // the extern "C" symbol (kir::Kernel::name)
+  std::string source;  // a complete translation unit: helpers, then the kernel
+  LaunchGeometry launch;
+  int64_t parallelExtent = 1;  // the kernel's full range is [0, parallelExtent)
+};
+
+// Verifies `k` (std::logic_error when malformed) and prints it. Throws std::logic_error
+// for what CUDA cannot express the same way (none known for verified kernels).
+CudaKernel emitCudaKernel(const kir::Kernel& k);
+
+// The pieces of a translation unit, for compiling many kernels in one NVRTC program:
+// cudaPreamble() once, then each kernelFunction(); names must differ.
+std::string cudaPreamble();
+std::string kernelFunction(const kir::Kernel& k, LaunchGeometry* launch = nullptr);
+
+}  // namespace tgc::codegen::cuda
