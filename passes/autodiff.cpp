@@ -245,8 +245,13 @@ class Differentiator {
         return accumulate(x(0), b_.scatterAdd(x(1), g, x(0)->type().shape[0]));
       case OpKind::ScatterAdd: return accumulate(x(1), b_.gather(g, x(0)));
       case OpKind::FusedAttention:
-      case OpKind::SoftmaxCrossEntropy:
         break;
+      case OpKind::SoftmaxCrossEntropy: {
+        // Gradient of result 0 only; result 1 (lse) is saved for the backward kernel.
+        Value* d = b_.op(OpKind::SoftmaxCrossEntropyGrad, {x(0), x(1), n.result(1), g},
+                         {{"smoothing", n.attrFloat("smoothing")}}, "dlogits");
+        return accumulate(x(0), d);
+      }
       // The backward ops themselves: no second derivatives.
       case OpKind::FusedAttentionGrad:
       case OpKind::SoftmaxCrossEntropyGrad:

@@ -175,6 +175,15 @@ std::vector<Case> cases() {
   cs.push_back(mk("layer_norm", 1e-5,
                 [](Builder& b, V x) { return b.layerNorm(x[0], x[1], x[2], 1e-5); },
                 {f64({2, 3, 8}), f64({8}), f64({8})}));
+  for (double eps : {0.0, 0.1}) {
+    Case c = mk(eps > 0 ? "softmax_cross_entropy_smoothed" : "softmax_cross_entropy", 1e-6,
+                [eps](Builder& b, V x) {
+                  return b.op(OpKind::SoftmaxCrossEntropy, {x[0], x[1]}, {{"smoothing", eps}});
+                },
+                {f64({2, 3, 5}), TensorType{DType::i64, {2, 3}}});
+    c.ranges[1] = {0, 5};
+    cs.push_back(c);
+  }
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       cs.push_back(mk(fmt::format("matmul_ta{}_tb{}", ta, tb), 1e-6,
@@ -232,7 +241,8 @@ TEST(Autodiff, EveryFloatOpHasACase) {
   const std::set<std::string_view> exempt = {
       "input", "constant", "iota", "philox_uniform",      // sources
       "logical_not", "eq", "ne", "lt", "le", "gt", "ge",  // bool results
-      "logical_and", "logical_or"};
+      "logical_and", "logical_or",
+      "softmax_cross_entropy_grad", "layer_norm_grad"};  // backward ops: no second derivatives
   for (const OpInfo& op : allOps()) {
     if (exempt.count(op.name)) continue;
     EXPECT_TRUE(covered(op.name)) << "no gradient test for " << op.name;
