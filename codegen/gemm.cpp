@@ -81,6 +81,16 @@ void GemmDesc::validate() const {
       bad(fmt::format("C cannot broadcast: batch dimension {} has {} items and C stride 0", i,
                       batch[i]));
   }
+  auto operand = [&](const char* what, int64_t ld, const std::vector<int64_t>& strides) {
+    if (ld < minLdc) bad(fmt::format("epilogue {}: leading dimension {} is less than {}", what, ld, minLdc));
+    if (strides.size() != batch.size())
+      bad(fmt::format("epilogue {}: {} batch strides for {} batch dimensions", what, strides.size(),
+                      batch.size()));
+    for (int64_t s : strides)
+      if (s < 0) bad(fmt::format("epilogue {}: negative batch stride", what));
+  };
+  if (epilogue.addend) operand("addend", epilogue.ldAddend, epilogue.strideAddend);
+  if (epilogue.mask != GemmMask::none) operand("mask", epilogue.ldMask, epilogue.strideMask);
 }
 
 namespace {
@@ -134,6 +144,25 @@ struct Kernels {
   GemmMicroKernelDirectA<T>* direct;
 };
 
+// The epilogue of one product: its kernel (null: none) and operands at batch item's (0, 0).
+template <class T>
+struct Epilogue {
+  GemmEpilogueKernel<T>* fn = nullptr;
+  const T* bias = nullptr;
+  const T* addend = nullptr;
+  int64_t ldAddend = 0;
+  const unsigned char* mask = nullptr;
+  int64_t ldMask = 0, maskBytes = 0;  // maskBytes: size of one mask element
+  T scale = 1;
+
+  // Applies it to the rows x cols block of C at (row, col); c is the product's C.
+  void apply(T* c, int64_t ldc, int64_t row, int64_t col, int64_t rows, int64_t cols) const {
+    fn(c + row * ldc + col, ldc, rows, cols, bias ? bias + col : nullptr,
+       addend ? addend + row * ldAddend + col : nullptr, ldAddend,
+       mask ? mask + (row * ldMask + col) * maskBytes : nullptr, ldMask, scale);
+  }
+};
+
 // Packed B is kept to about this size (the k x nc panels of all of K), so that it stays in
 // the last-level cache while every row block of A streams past it.
 constexpr int64_t kPackedBBytes = 4 << 20;
@@ -146,10 +175,11 @@ constexpr int64_t kPackedBBytes = 4 << 20;
 // block, not two per kc step, and a block of C is finished while it is still in cache.
 template <class T>
 void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, const T* a,
-             const T* b, T* c, ThreadPool* pool) {
+             const T* b, T* c, const Epilogue<T>& epi, ThreadPool* pool) {
   const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
   if (d.k == 0 || alpha == T(0)) {
     scaleC(c, d.m, d.n, d.ldc, beta);
+    if (epi.fn) epi.apply(c, d.ldc, 0, 0, d.m, d.n);
     return;
   }
   const int64_t MR = cfg.mr, NR = cfg.nr;
@@ -207,6 +237,8 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
               kern.direct(kcur, a + ic * d.lda + pc, d.lda, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
             else
               kern.packed(kcur, ap, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
+            // The last K block: these tiles are final and still in L1.
+            if (epi.fn && pc + kcur == d.k) epi.apply(c, d.ldc, ic, jc + js * NR, mcur, nr);
           }
         }
       }
@@ -236,7 +268,7 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
 
 // ---- GemmEngine -------------------------------------------------------------------------
 
-GemmEngine::GemmEngine(Jit& jit, const GemmKernelConfig& config) : config_(config) {
+GemmEngine::GemmEngine(Jit& jit, const GemmKernelConfig& config) : jit_(&jit), config_(config) {
   config_.validate();
   const std::string packed = "tgc_gemm_ukernel_" + config_.name();
   const std::string direct = "tgc_gemm_ukernel_direct_a_" + config_.name();
@@ -260,24 +292,63 @@ GemmEngine& GemmEngine::host(DType dtype) {
   throw std::invalid_argument(fmt::format("gemm: dtype {} is not supported (f32 or f64)", dtypeName(dtype)));
 }
 
+void* GemmEngine::epilogueKernel(const GemmEpilogue& epi) const {
+  if (epi.empty()) return nullptr;
+  std::atomic<void*>& slot = epilogues_[static_cast<size_t>(epi.variant())];
+  if (void* fn = slot.load(std::memory_order_acquire)) return fn;
+  std::lock_guard<std::mutex> lock(epilogueMutex_);
+  if (void* fn = slot.load(std::memory_order_relaxed)) return fn;
+  const std::string name = "tgc_gemm_epilogue_" + config_.name() + "_" + epi.tag();
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto module = std::make_unique<llvm::Module>(name, *ctx);
+  emitGemmEpilogue(*module, epi, config_.dtype, name);
+  jit_->addModule(std::move(module), std::move(ctx));
+  void* fn = jit_->lookup(name);
+  slot.store(fn, std::memory_order_release);
+  return fn;
+}
+
 template <class T>
-void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool) const {
+void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool,
+                          const GemmEpilogueOperands& operands) const {
   const int64_t count = d.batchCount();
   if (count == 0 || d.m == 0 || d.n == 0) return;
   const Kernels<T> kern{reinterpret_cast<GemmMicroKernel<T>*>(kernel_),
                         reinterpret_cast<GemmMicroKernelDirectA<T>*>(kernelDirectA_)};
+  const GemmEpilogue& e = d.epilogue;
+  Epilogue<T> epi0;
+  epi0.fn = reinterpret_cast<GemmEpilogueKernel<T>*>(epilogueKernel(e));
+  if (epi0.fn) {
+    auto need = [](const void* p, const char* what) {
+      if (!p) throw std::invalid_argument(fmt::format("gemm: the epilogue's {} is missing", what));
+      return p;
+    };
+    if (e.bias) epi0.bias = static_cast<const T*>(need(operands.bias, "bias"));
+    if (e.addend) epi0.addend = static_cast<const T*>(need(operands.addend, "addend"));
+    if (e.mask != GemmMask::none)
+      epi0.mask = static_cast<const unsigned char*>(need(operands.mask, "mask"));
+    epi0.ldAddend = e.ldAddend;
+    epi0.ldMask = e.ldMask;
+    epi0.maskBytes = e.mask == GemmMask::nonzero ? 1 : static_cast<int64_t>(sizeof(T));
+    epi0.scale = static_cast<T>(e.scale);
+  }
 
   // Element offsets of batch item `index` (batch dimensions in row-major order).
   auto item = [&](int64_t index, ThreadPool* inner) {
-    int64_t oa = 0, ob = 0, oc = 0;
+    int64_t oa = 0, ob = 0, oc = 0, oadd = 0, omask = 0;
     for (size_t dim = d.batch.size(); dim-- > 0;) {
       const int64_t i = index % d.batch[dim];
       index /= d.batch[dim];
       oa += i * d.strideA[dim];
       ob += i * d.strideB[dim];
       oc += i * d.strideC[dim];
+      if (epi0.addend) oadd += i * e.strideAddend[dim];
+      if (epi0.mask) omask += i * e.strideMask[dim];
     }
-    product(config_, kern, d, a + oa, b + ob, c + oc, inner);
+    Epilogue<T> epi = epi0;
+    if (epi.addend) epi.addend += oadd;
+    if (epi.mask) epi.mask += omask * epi.maskBytes;
+    product(config_, kern, d, a + oa, b + ob, c + oc, epi, inner);
   };
 
   const int threads = pool.numThreads();
@@ -292,21 +363,24 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
 }
 
 void GemmEngine::run(const GemmDesc& desc, const void* a, const void* b, void* c,
-                     ThreadPool* pool) const {
+                     ThreadPool* pool, const GemmEpilogueOperands& epi) const {
   desc.validate();
   if (desc.dtype != config_.dtype)
     throw std::invalid_argument(fmt::format("gemm: {} operands given to the {} engine",
                                             dtypeName(desc.dtype), dtypeName(config_.dtype)));
   ThreadPool& p = pool ? *pool : ThreadPool::global();
   if (desc.dtype == DType::f32)
-    runTyped(desc, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c), p);
+    runTyped(desc, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c), p,
+             epi);
   else
-    runTyped(desc, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c), p);
+    runTyped(desc, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c), p,
+             epi);
 }
 
-void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool) {
+void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool,
+          const GemmEpilogueOperands& epi) {
   desc.validate();
-  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool);
+  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool, epi);
 }
 
 }  // namespace tgc::codegen

@@ -12,12 +12,20 @@
 // each product packs B for all of K (one barrier per nc columns) and hands out blocks of
 // rows, or of B slivers when there are few rows, from a shared counter, so the work
 // balances itself across cores that other load slows down unevenly.
+//
+// An epilogue (codegen/gemm_epilogue.h: bias, addend, activation, scale, mask) is applied
+// to each column of tiles right after the micro-kernel finishes its last K block, while
+// those MR-row slivers x NR columns are still in L1.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
+#include "codegen/gemm_epilogue.h"
 #include "codegen/gemm_kernel.h"
 #include "ir/dtype.h"
 
@@ -43,6 +51,9 @@ struct GemmDesc {
   std::vector<int64_t> batch;
   std::vector<int64_t> strideA, strideB, strideC;
 
+  // Applied to C after the product (empty: none); its operands come with the call.
+  GemmEpilogue epilogue;
+
   // Contiguous row-major operands: lda/ldb/ldc set from the shapes.
   static GemmDesc contiguous(DType dtype, int64_t m, int64_t n, int64_t k, bool transA = false,
                              bool transB = false);
@@ -67,20 +78,30 @@ class GemmEngine {
 
   const GemmKernelConfig& config() const { return config_; }
 
-  // Runs the batched product; `pool` defaults to ThreadPool::global().
-  void run(const GemmDesc& desc, const void* a, const void* b, void* c,
-           ThreadPool* pool = nullptr) const;
+  // Runs the batched product and desc.epilogue (with `epi`'s operands); `pool` defaults to
+  // ThreadPool::global().
+  void run(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,
+           const GemmEpilogueOperands& epi = {}) const;
+
+  // The generated kernel (GemmEpilogueKernel<float or double>*) of epi's stages, compiled
+  // on first use; null for an empty epilogue.
+  void* epilogueKernel(const GemmEpilogue& epi) const;
 
  private:
   template <class T>
-  void runTyped(const GemmDesc& desc, const T* a, const T* b, T* c, ThreadPool& pool) const;
+  void runTyped(const GemmDesc& desc, const T* a, const T* b, T* c, ThreadPool& pool,
+                const GemmEpilogueOperands& epi) const;
 
+  Jit* jit_;
   GemmKernelConfig config_;
   void* kernel_ = nullptr;        // GemmMicroKernel<float or double>*
   void* kernelDirectA_ = nullptr;  // GemmMicroKernelDirectA<float or double>*
+  mutable std::mutex epilogueMutex_;  // serializes compiling epilogue kernels
+  mutable std::array<std::atomic<void*>, GemmEpilogue::kVariants> epilogues_{};
 };
 
 // Runs desc with the host engine for its dtype.
-void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr);
+void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,
+          const GemmEpilogueOperands& epi = {});
 
 }  // namespace tgc::codegen
