@@ -17,6 +17,7 @@
 
 #include "runtime/thread_pool.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/data_export.h"
 #include "runtime/train/evaluate.h"
 #include "runtime/train/trainer.h"
 #include "tools/commands.h"
@@ -50,6 +51,8 @@ struct TrainArgs {
   int64_t validEvery = 250, validSize = 256, checkpointEvery = 500;
   int keep = 3, maxBadSteps = 10, samples = 8;
   bool noCache = false;
+  std::string exportData;
+  int64_t exportEpochs = 100;
   CLI::Option *minutesOpt = nullptr, *batchOpt = nullptr;
 };
 
@@ -206,6 +209,21 @@ int runTrain(TrainArgs& a) {
     trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr);
   }
   trainer->setTty(isatty(STDERR_FILENO));
+  if (!a.exportData.empty()) {
+    // The run's data for another implementation (bench/tatoeba_bleu.py); no training.
+    train::DataExportInfo info;
+    info.spec = trainer->dataSpec();
+    info.seed = trainer->config().seed;
+    info.batchSize = trainer->config().batchSize;
+    info.epochs = a.exportEpochs;
+    info.lengthCap = trainer->decodeOptions().lengthCap;
+    train::writeDataExport(a.exportData, trainer->data(), trainer->batcher(), info);
+    std::cerr << fmt::format("wrote the data of the run ({} training pairs, {} validation, {} "
+                             "epochs of batches) to {}\n",
+                             trainer->batcher().data().size(), trainer->data().valid.size(),
+                             a.exportEpochs, a.exportData);
+    return 0;
+  }
 
   train::StopRule rule;
   rule.steps = a.steps;
@@ -331,6 +349,13 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--samples", a->samples, "Sample translations shown at the end")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->noCache, "Compile every kernel, bypassing the kernel cache");
+  cmd->add_option("--export-data", a->exportData,
+                  "Write the run's data (vocabularies, token ids, buckets, batch order, "
+                  "validation split) as JSON to FILE and exit without training")
+      ->option_text("FILE");
+  cmd->add_option("--export-epochs", a->exportEpochs, "Epochs of batch order --export-data writes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->callback([a] {
     int status = 0;
     try {

@@ -100,6 +100,8 @@ class Trainer {
   std::string saveCheckpoint();  // returns its path; prunes old ones
 
   const data::TranslationData& data() const { return data_; }
+  const data::Batcher& batcher() const { return *batcher_; }  // the training split's
+  const DataSpec& dataSpec() const { return dataSpec_; }
   const ModelSpec& model() const { return modelWithVocab_; }  // vocabulary sizes included
   const TrainConfig& config() const { return config_; }
   const std::string& outDir() const { return outDir_; }

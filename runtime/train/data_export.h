@@ -1,0 +1,41 @@
+// The data of a training run written out for another implementation (bench/tatoeba_bleu.py
+// trains PyTorch on exactly what tgc trains on): both vocabularies with their tokenizers,
+// the training pairs as the batcher holds them, the bucket shapes, the batch order of the
+// first epochs, and the validation split with its texts.
+//
+// JSON, one object:
+//   {"format": "tgc-data-export", "version": 1, "data": <DataSpec>, "seed": 1,
+//    "batch_size": 64, "buckets": [[S, T], ...], "length_cap": N,
+//    "src_vocab": <Vocab JSON>, "tgt_vocab": <Vocab JSON>,
+//    "train": {"src": [[ids]...], "tgt": [[ids]...]},        // without bos/eos
+//    "epochs": [[[bucket, [example, ...]], ...], ...],      // Batcher::planEpoch(seed, e)
+//    "valid": {"src": [[ids]...], "tgt": [[ids]...], "src_text": [...], "tgt_text": [...]}}
+// A batch is built as Batcher::makeBatch does: src padded to S, tgt_in = bos + tgt and
+// tgt_out = tgt + eos padded to T, pad id 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/data/batching.h"
+#include "runtime/data/dataset.h"
+#include "runtime/train/spec.h"
+
+namespace tgc::train {
+
+struct DataExportInfo {
+  DataSpec spec;
+  uint64_t seed = 1;
+  int64_t batchSize = 64;  // the batcher's
+  int64_t epochs = 0;     // batch plans of epochs 0..epochs-1
+  int64_t lengthCap = 0;  // DecodeOptions::lengthCap of the run
+};
+
+std::string dataExportJson(const data::TranslationData& d, const data::Batcher& train,
+                           const DataExportInfo& info);
+
+// Written atomically (temporary file, then rename), so a reader never sees half a file.
+void writeDataExport(const std::string& path, const data::TranslationData& d,
+                     const data::Batcher& train, const DataExportInfo& info);
+
+}  // namespace tgc::train
