@@ -1,0 +1,569 @@
+// FlashAttention forward and backward on the CPU (see attention_cpu.h).
+#include "codegen/attention_cpu.h"
+
+#include <fmt/format.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+
+#include "ir/graph.h"
+#include "ir/philox.h"
+#include "runtime/thread_pool.h"
+
+// AVX2+FMA variants of the inner loops, compiled next to the portable ones (the project
+// builds without -march); prims() picks one set at run time.
+#define TGC_AVX2 __attribute__((target("avx2,fma")))
+#define TGC_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+namespace tgc::codegen {
+namespace {
+
+constexpr int64_t kBlockQ = 64;  // queries per block
+constexpr int64_t kBlockK = 64;  // keys per block
+// Columns of every block product are padded to a multiple of this (two AVX2 vectors of
+// f32, four of f64), so the vector kernels never need a column tail.
+constexpr int64_t kPad = 16;
+
+int64_t padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
+
+// ---- the inner loops ---------------------------------------------------------------------
+
+// C[m x n] = alpha * A B (+ C when accumulate), A(i, l) = a[i * sam + l * sak] (so A may be
+// read transposed), B row-major [k x n] with row stride ldb, C with row stride ldc. n is a
+// multiple of kPad.
+template <class T>
+using GemmFn = void (*)(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
+                        const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate);
+// x[i] = exp(x[i]) for i < n, exactly 0 for -inf.
+template <class T>
+using ExpFn = void (*)(T* x, int64_t n);
+
+template <class T>
+struct Prims {
+  GemmFn<T> gemm;
+  ExpFn<T> exp;
+};
+
+template <class T>
+void gemmPortable(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
+                  const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* cr = c + i * ldc;
+    if (!accumulate) std::fill(cr, cr + n, T(0));
+    for (int64_t l = 0; l < k; ++l) {
+      const T av = alpha * a[i * sam + l * sak];
+      const T* br = b + l * ldb;
+      for (int64_t j = 0; j < n; ++j) cr[j] += av * br[j];
+    }
+  }
+}
+
+template <class T>
+void expPortable(T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+// AVX2 vectors of T behind one interface, so one kernel template serves f32 and f64.
+template <class T>
+struct Avx;
+template <>
+struct Avx<float> {
+  using V = __m256;
+  static constexpr int64_t kLanes = 8;
+  TGC_AVX2_INLINE static V zero() { return _mm256_setzero_ps(); }
+  TGC_AVX2_INLINE static V set1(float x) { return _mm256_set1_ps(x); }
+  TGC_AVX2_INLINE static V load(const float* p) { return _mm256_loadu_ps(p); }
+  TGC_AVX2_INLINE static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  TGC_AVX2_INLINE static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+template <>
+struct Avx<double> {
+  using V = __m256d;
+  static constexpr int64_t kLanes = 4;
+  TGC_AVX2_INLINE static V zero() { return _mm256_setzero_pd(); }
+  TGC_AVX2_INLINE static V set1(double x) { return _mm256_set1_pd(x); }
+  TGC_AVX2_INLINE static V load(const double* p) { return _mm256_loadu_pd(p); }
+  TGC_AVX2_INLINE static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  TGC_AVX2_INLINE static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+};
+
+// Writes alpha * acc (+ the old value) to c.
+template <class T>
+TGC_AVX2_INLINE void storeTile(T* c, typename Avx<T>::V acc, typename Avx<T>::V alpha,
+                               bool accumulate) {
+  using A = Avx<T>;
+  A::store(c, accumulate ? A::fma(acc, alpha, A::load(c)) : A::fma(acc, alpha, A::zero()));
+}
+
+// Register blocking: 4 rows x 2 vectors of C accumulate over k in 8 registers; the rows
+// left over go one at a time.
+template <class T>
+TGC_AVX2 void gemmAvx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
+                       const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate) {
+  using A = Avx<T>;
+  using V = typename A::V;
+  constexpr int64_t W = A::kLanes;
+  const V va = A::set1(alpha);
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    const T* a0 = a + i * sam;
+    for (int64_t j = 0; j < n; j += 2 * W) {
+      V c00 = A::zero(), c01 = A::zero(), c10 = A::zero(), c11 = A::zero();
+      V c20 = A::zero(), c21 = A::zero(), c30 = A::zero(), c31 = A::zero();
+      for (int64_t l = 0; l < k; ++l) {
+        const V b0 = A::load(b + l * ldb + j), b1 = A::load(b + l * ldb + j + W);
+        const T* al = a0 + l * sak;
+        V x = A::set1(al[0]);
+        c00 = A::fma(x, b0, c00);
+        c01 = A::fma(x, b1, c01);
+        x = A::set1(al[sam]);
+        c10 = A::fma(x, b0, c10);
+        c11 = A::fma(x, b1, c11);
+        x = A::set1(al[2 * sam]);
+        c20 = A::fma(x, b0, c20);
+        c21 = A::fma(x, b1, c21);
+        x = A::set1(al[3 * sam]);
+        c30 = A::fma(x, b0, c30);
+        c31 = A::fma(x, b1, c31);
+      }
+      T* cr = c + i * ldc + j;
+      storeTile<T>(cr, c00, va, accumulate);
+      storeTile<T>(cr + W, c01, va, accumulate);
+      storeTile<T>(cr + ldc, c10, va, accumulate);
+      storeTile<T>(cr + ldc + W, c11, va, accumulate);
+      storeTile<T>(cr + 2 * ldc, c20, va, accumulate);
+      storeTile<T>(cr + 2 * ldc + W, c21, va, accumulate);
+      storeTile<T>(cr + 3 * ldc, c30, va, accumulate);
+      storeTile<T>(cr + 3 * ldc + W, c31, va, accumulate);
+    }
+  }
+  for (; i < m; ++i) {
+    const T* ai = a + i * sam;
+    for (int64_t j = 0; j < n; j += 2 * W) {
+      V c0 = A::zero(), c1 = A::zero();
+      for (int64_t l = 0; l < k; ++l) {
+        const V x = A::set1(ai[l * sak]);
+        c0 = A::fma(x, A::load(b + l * ldb + j), c0);
+        c1 = A::fma(x, A::load(b + l * ldb + j + W), c1);
+      }
+      storeTile<T>(c + i * ldc + j, c0, va, accumulate);
+      storeTile<T>(c + i * ldc + j + W, c1, va, accumulate);
+    }
+  }
+}
+
+// exp over 8 floats: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' expf polynomial,
+// 2^n through the exponent bits. Arguments below -87.3 (where 2^n leaves the normal range)
+// give exactly 0, -inf included.
+TGC_AVX2_INLINE __m256 exp8(__m256 x) {
+  const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  const __m256 fx =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, y);
+}
+
+TGC_AVX2 void expAvx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a padded copy
+    alignas(32) float t[8];
+    std::fill(t, t + 8, -std::numeric_limits<float>::infinity());
+    std::copy(x + i, x + n, t);
+    _mm256_store_ps(t, exp8(_mm256_load_ps(t)));
+    std::copy(t, t + (n - i), x + i);
+  }
+}
+
+bool cpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+AttentionIsa& currentIsa() {
+  static AttentionIsa isa = cpuHasAvx2() ? AttentionIsa::Avx2 : AttentionIsa::Portable;
+  return isa;
+}
+
+template <class T>
+Prims<T> prims() {
+  if (currentIsa() == AttentionIsa::Portable) return {&gemmPortable<T>, &expPortable<T>};
+  if constexpr (std::is_same_v<T, float>)
+    return {&gemmAvx2<float>, &expAvx2};
+  else
+    return {&gemmAvx2<double>, &expPortable<double>};
+}
+
+// ---- masks and dropout -------------------------------------------------------------------
+
+// What decides whether (i, j) is allowed, and dropout's keep factor, for one batch item.
+template <class T>
+struct RowRules {
+  const AttentionParams& p;
+  const uint8_t* mask;  // at the batch item's base, or null
+  int64_t b;
+  T keepScale;
+
+  RowRules(const AttentionParams& params, const uint8_t* m, int64_t batchItem)
+      : p(params), mask(m && params.hasMask ? m + params.maskBase[batchItem] : nullptr),
+        b(batchItem),
+        keepScale(static_cast<T>(1.0 / (1.0 - params.pDrop))) {}
+
+  // Sets s[c] to -inf for every disallowed key j0 + c of query i, c < cols, and for the
+  // padding columns up to colsPadded.
+  void maskRow(T* s, int64_t i, int64_t j0, int64_t cols, int64_t colsPadded) const {
+    constexpr T ninf = -std::numeric_limits<T>::infinity();
+    int64_t allowedEnd = cols;
+    if (p.causal) allowedEnd = std::clamp<int64_t>(i - j0 + 1, 0, cols);
+    if (mask) {
+      const uint8_t* mr = mask + i * p.maskStrideI + j0 * p.maskStrideJ;
+      for (int64_t c = 0; c < allowedEnd; ++c)
+        if (!mr[c * p.maskStrideJ]) s[c] = ninf;
+    }
+    std::fill(s + allowedEnd, s + colsPadded, ninf);
+  }
+
+  // Dropout's factor for element (i, j): 0 or 1 / (1 - p_drop), compared in T.
+  T keep(int64_t i, int64_t j) const {
+    const uint64_t e = static_cast<uint64_t>((b * p.tq + i) * p.tk + j);
+    const T u = static_cast<T>(philoxUniformAt(p.seed, p.offset, e));
+    return u >= static_cast<T>(p.pDrop) ? keepScale : T(0);
+  }
+};
+
+// Copies rows [r0, r0 + rows) of src [*, cols] into dst [rows, ld] (zero padding on the
+// right), or transposed into dst [cols, ld] (zero padding below the rows).
+template <class T>
+void copyRows(const T* src, int64_t r0, int64_t rows, int64_t cols, T* dst, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(src + (r0 + r) * cols, src + (r0 + r + 1) * cols, dst + r * ld);
+    std::fill(dst + r * ld + cols, dst + (r + 1) * ld, T(0));
+  }
+}
+template <class T>
+void copyRowsTransposed(const T* src, int64_t r0, int64_t rows, int64_t cols, T* dst,
+                        int64_t ld) {
+  for (int64_t c = 0; c < cols; ++c) {
+    T* dr = dst + c * ld;
+    for (int64_t r = 0; r < rows; ++r) dr[r] = src[(r0 + r) * cols + c];
+    std::fill(dr + rows, dr + ld, T(0));
+  }
+}
+
+// ---- forward -----------------------------------------------------------------------------
+
+template <class T>
+struct ForwardScratch {
+  std::vector<T> kt, vp, s, o, m, l;
+  explicit ForwardScratch(const AttentionParams& p)
+      : kt(static_cast<size_t>(p.d * kBlockK)),
+        vp(static_cast<size_t>(kBlockK * padded(p.dv))),
+        s(static_cast<size_t>(kBlockQ * kBlockK)),
+        o(static_cast<size_t>(kBlockQ * padded(p.dv))),
+        m(kBlockQ),
+        l(kBlockQ) {}
+};
+
+// Queries [i0, i0 + rows) of batch item b.
+template <class T>
+void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, const T* k,
+                  const T* v, const uint8_t* mask, T* out, T* lse, int64_t b, int64_t i0,
+                  ForwardScratch<T>& w) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t rows = std::min(kBlockQ, p.tq - i0), dvp = padded(p.dv);
+  const RowRules<T> rules(p, mask, b);
+  const T* qb = q + (b * p.tq + i0) * p.d;
+  const T* kb = k + b * p.tk * p.d;
+  const T* vb = v + b * p.tk * p.dv;
+  std::fill(w.o.begin(), w.o.end(), T(0));
+  std::fill(w.m.begin(), w.m.end(), ninf);
+  std::fill(w.l.begin(), w.l.end(), T(0));
+  const int64_t keyEnd = p.causal ? std::min(p.tk, i0 + rows) : p.tk;
+  for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
+    const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
+    copyRowsTransposed(kb, j0, cols, p.d, w.kt.data(), colsP);
+    copyRows(vb, j0, cols, p.dv, w.vp.data(), dvp);
+    // s = scale * q k^T, then p = exp(s - m_new) with the running max.
+    pr.gemm(rows, colsP, p.d, qb, p.d, 1, w.kt.data(), colsP, w.s.data(), colsP,
+            static_cast<T>(p.scale), false);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* sr = w.s.data() + r * colsP;
+      const int64_t i = i0 + r;
+      rules.maskRow(sr, i, j0, cols, colsP);
+      const T mx = *std::max_element(sr, sr + colsP);
+      if (mx == ninf) {  // nothing allowed in this block: it adds nothing
+        std::fill(sr, sr + colsP, T(0));
+        continue;
+      }
+      const T mNew = std::max(w.m[r], mx);
+      const T corr = std::exp(w.m[r] - mNew);  // 0 when the row had no allowed key yet
+      for (int64_t c = 0; c < colsP; ++c) sr[c] -= mNew;
+      pr.exp(sr, colsP);
+      T sum = 0;
+      for (int64_t c = 0; c < colsP; ++c) sum += sr[c];
+      w.l[r] = w.l[r] * corr + sum;
+      w.m[r] = mNew;
+      if (p.pDrop > 0)
+        for (int64_t c = 0; c < cols; ++c)
+          if (sr[c] != T(0)) sr[c] *= rules.keep(i, j0 + c);
+      if (corr != T(1)) {
+        T* orow = w.o.data() + r * dvp;
+        for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
+      }
+    }
+    pr.gemm(rows, dvp, cols, w.s.data(), colsP, 1, w.vp.data(), dvp, w.o.data(), dvp, T(1), true);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    T* orow = out + (b * p.tq + i0 + r) * p.dv;
+    const T* acc = w.o.data() + r * dvp;
+    if (w.l[r] == T(0)) {  // no allowed key at all
+      lse[b * p.tq + i0 + r] = ninf;
+      std::fill(orow, orow + p.dv, T(0));
+      continue;
+    }
+    lse[b * p.tq + i0 + r] = w.m[r] + std::log(w.l[r]);
+    const T inv = T(1) / w.l[r];
+    for (int64_t c = 0; c < p.dv; ++c) orow[c] = acc[c] * inv;
+  }
+}
+
+template <class T>
+void forwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
+                  const uint8_t* mask, T* out, T* lse, ThreadPool& pool) {
+  const Prims<T> pr = prims<T>();
+  const int64_t qBlocks = (p.tq + kBlockQ - 1) / kBlockQ;
+  pool.parallelForDynamic(p.batch * qBlocks, 1, [&](int64_t begin, int64_t end) {
+    ForwardScratch<T> w(p);
+    for (int64_t t = begin; t < end; ++t)
+      forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
+  });
+}
+
+// ---- backward ----------------------------------------------------------------------------
+
+template <class T>
+struct BackwardScratch {
+  // Whole-head copies with padded rows (q, dout), the dq accumulator, delta; per key block
+  // its transposes, its padded rows and the dk, dv accumulators; per block pair s / p, z
+  // and dp / ds.
+  std::vector<T> qp, dop, dq, delta, kt, kp, vt, dk, dv, s, pz, ds;
+  explicit BackwardScratch(const AttentionParams& p)
+      : qp(static_cast<size_t>(p.tq * padded(p.d))),
+        dop(static_cast<size_t>(p.tq * padded(p.dv))),
+        dq(static_cast<size_t>(p.tq * padded(p.d))),
+        delta(static_cast<size_t>(p.tq)),
+        kt(static_cast<size_t>(p.d * kBlockK)),
+        kp(static_cast<size_t>(kBlockK * padded(p.d))),
+        vt(static_cast<size_t>(p.dv * kBlockK)),
+        dk(static_cast<size_t>(kBlockK * padded(p.d))),
+        dv(static_cast<size_t>(kBlockK * padded(p.dv))),
+        s(static_cast<size_t>(kBlockQ * kBlockK)),
+        pz(static_cast<size_t>(kBlockQ * kBlockK)),
+        ds(static_cast<size_t>(kBlockQ * kBlockK)) {}
+};
+
+template <class T>
+void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, const T* k,
+                  const T* v, const T* out, const T* lse, const T* dout, const uint8_t* mask,
+                  T* dq, T* dk, T* dv, int64_t b, BackwardScratch<T>& w) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t dp = padded(p.d), dvp = padded(p.dv);
+  const RowRules<T> rules(p, mask, b);
+  const T* qb = q + b * p.tq * p.d;
+  const T* kb = k + b * p.tk * p.d;
+  const T* vb = v + b * p.tk * p.dv;
+  const T* ob = out + b * p.tq * p.dv;
+  const T* dob = dout + b * p.tq * p.dv;
+  const T* lb = lse + b * p.tq;
+  copyRows(qb, 0, p.tq, p.d, w.qp.data(), dp);
+  copyRows(dob, 0, p.tq, p.dv, w.dop.data(), dvp);
+  std::fill(w.dq.begin(), w.dq.end(), T(0));
+  for (int64_t i = 0; i < p.tq; ++i) {
+    T acc = 0;
+    for (int64_t c = 0; c < p.dv; ++c) acc += dob[i * p.dv + c] * ob[i * p.dv + c];
+    w.delta[static_cast<size_t>(i)] = acc;
+  }
+  const T scale = static_cast<T>(p.scale);
+  for (int64_t j0 = 0; j0 < p.tk; j0 += kBlockK) {
+    const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
+    copyRowsTransposed(kb, j0, cols, p.d, w.kt.data(), colsP);
+    copyRows(kb, j0, cols, p.d, w.kp.data(), dp);
+    copyRowsTransposed(vb, j0, cols, p.dv, w.vt.data(), colsP);
+    std::fill(w.dk.begin(), w.dk.end(), T(0));
+    std::fill(w.dv.begin(), w.dv.end(), T(0));
+    // Causal: query blocks whose last row is before j0 see none of these keys.
+    const int64_t firstQ = p.causal ? j0 / kBlockQ * kBlockQ : 0;
+    for (int64_t i0 = firstQ; i0 < p.tq; i0 += kBlockQ) {
+      const int64_t rows = std::min(kBlockQ, p.tq - i0);
+      // p = exp(scale * q k^T - lse), 0 where disallowed or the row has no allowed key.
+      pr.gemm(rows, colsP, p.d, qb + i0 * p.d, p.d, 1, w.kt.data(), colsP, w.s.data(), colsP,
+              scale, false);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* sr = w.s.data() + r * colsP;
+        const T l = lb[i0 + r];
+        if (l == ninf) {
+          std::fill(sr, sr + colsP, T(0));
+          continue;
+        }
+        rules.maskRow(sr, i0 + r, j0, cols, colsP);
+        for (int64_t c = 0; c < colsP; ++c) sr[c] -= l;
+        pr.exp(sr, colsP);
+      }
+      // dp (before dropout) = dout v^T.
+      pr.gemm(rows, colsP, p.dv, dob + i0 * p.dv, p.dv, 1, w.vt.data(), colsP, w.ds.data(),
+              colsP, T(1), false);
+      // pz = p * z; ds = p * (dp * z - delta).
+      const T* pz = w.s.data();
+      if (p.pDrop > 0) {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < colsP; ++c) {
+            const size_t e = static_cast<size_t>(r * colsP + c);
+            const T z = c < cols && w.s[e] != T(0) ? rules.keep(i0 + r, j0 + c) : T(0);
+            w.pz[e] = w.s[e] * z;
+            w.ds[e] *= z;
+          }
+        pz = w.pz.data();
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const T dl = w.delta[static_cast<size_t>(i0 + r)];
+        T* dr = w.ds.data() + r * colsP;
+        const T* sr = w.s.data() + r * colsP;
+        for (int64_t c = 0; c < colsP; ++c) dr[c] = sr[c] * (dr[c] - dl);
+      }
+      // dv += pz^T dout;  dq += scale ds k;  dk += scale ds^T q.
+      pr.gemm(cols, dvp, rows, pz, 1, colsP, w.dop.data() + i0 * dvp, dvp, w.dv.data(), dvp,
+              T(1), true);
+      pr.gemm(rows, dp, cols, w.ds.data(), colsP, 1, w.kp.data(), dp, w.dq.data() + i0 * dp, dp,
+              scale, true);
+      pr.gemm(cols, dp, rows, w.ds.data(), 1, colsP, w.qp.data() + i0 * dp, dp, w.dk.data(), dp,
+              scale, true);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      std::copy_n(w.dk.data() + c * dp, p.d, dk + (b * p.tk + j0 + c) * p.d);
+      std::copy_n(w.dv.data() + c * dvp, p.dv, dv + (b * p.tk + j0 + c) * p.dv);
+    }
+  }
+  for (int64_t i = 0; i < p.tq; ++i) std::copy_n(w.dq.data() + i * dp, p.d, dq + (b * p.tq + i) * p.d);
+}
+
+template <class T>
+void backwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v, const T* out,
+                   const T* lse, const T* dout, const uint8_t* mask, T* dq, T* dk, T* dv,
+                   ThreadPool& pool) {
+  const Prims<T> pr = prims<T>();
+  pool.parallelForDynamic(p.batch, 1, [&](int64_t begin, int64_t end) {
+    BackwardScratch<T> w(p);
+    for (int64_t b = begin; b < end; ++b)
+      backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
+  });
+}
+
+void checkDtype(const AttentionParams& p) {
+  if (p.dtype != DType::f32 && p.dtype != DType::f64)
+    throw std::invalid_argument(
+        fmt::format("fused attention runs in f32 and f64 only, not {}", dtypeName(p.dtype)));
+}
+
+}  // namespace
+
+void attentionForward(const AttentionParams& p, const void* q, const void* k, const void* v,
+                      const uint8_t* mask, void* out, void* lse, ThreadPool& pool) {
+  checkDtype(p);
+  if (p.dtype == DType::f32)
+    forwardTyped(p, static_cast<const float*>(q), static_cast<const float*>(k),
+                 static_cast<const float*>(v), mask, static_cast<float*>(out),
+                 static_cast<float*>(lse), pool);
+  else
+    forwardTyped(p, static_cast<const double*>(q), static_cast<const double*>(k),
+                 static_cast<const double*>(v), mask, static_cast<double*>(out),
+                 static_cast<double*>(lse), pool);
+}
+
+void attentionBackward(const AttentionParams& p, const void* q, const void* k, const void* v,
+                       const void* out, const void* lse, const void* dout, const uint8_t* mask,
+                       void* dq, void* dk, void* dv, ThreadPool& pool) {
+  checkDtype(p);
+  if (p.dtype == DType::f32)
+    backwardTyped(p, static_cast<const float*>(q), static_cast<const float*>(k),
+                  static_cast<const float*>(v), static_cast<const float*>(out),
+                  static_cast<const float*>(lse), static_cast<const float*>(dout), mask,
+                  static_cast<float*>(dq), static_cast<float*>(dk), static_cast<float*>(dv), pool);
+  else
+    backwardTyped(p, static_cast<const double*>(q), static_cast<const double*>(k),
+                  static_cast<const double*>(v), static_cast<const double*>(out),
+                  static_cast<const double*>(lse), static_cast<const double*>(dout), mask,
+                  static_cast<double*>(dq), static_cast<double*>(dk), static_cast<double*>(dv),
+                  pool);
+}
+
+AttentionParams attentionParamsFor(const Node& n) {
+  const TensorType& qt = n.operand(0)->type();
+  const TensorType& vt = n.operand(2)->type();
+  AttentionParams p;
+  p.dtype = qt.dtype;
+  if (p.dtype != DType::f32 && p.dtype != DType::f64)
+    throw IRError(fmt::format("{}: the CPU attention kernels run f32 and f64 only, not {}",
+                              describeNode(n), dtypeName(p.dtype)));
+  const size_t r = qt.shape.size();
+  p.batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) p.batch *= qt.shape[i];
+  p.tq = qt.shape[r - 2];
+  p.d = qt.shape[r - 1];
+  p.tk = n.operand(1)->type().shape[r - 2];
+  p.dv = vt.shape[r - 1];
+  p.scale = n.attrFloat("scale");
+  p.causal = n.attrBool("causal");
+  p.hasMask = n.attrBool("has_mask");
+  p.pDrop = n.attrFloat("p_drop");
+  if (p.hasMask) {
+    // The mask operand follows q, k, v (forward) or q, k, v, out, lse, dout (backward).
+    const size_t at = n.op() == OpKind::FusedAttention ? 3 : 6;
+    const Shape& ms = n.operand(at)->type().shape;
+    std::vector<int64_t> stride(r, 0);
+    int64_t s = 1;
+    for (size_t i = r; i-- > 0;) {
+      stride[i] = ms[i] == 1 ? 0 : s;
+      s *= ms[i];
+    }
+    p.maskStrideI = stride[r - 2];
+    p.maskStrideJ = stride[r - 1];
+    p.maskBase.assign(static_cast<size_t>(p.batch), 0);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      int64_t rest = b, base = 0;
+      for (size_t i = r - 2; i-- > 0;) {
+        base += rest % qt.shape[i] * stride[i];
+        rest /= qt.shape[i];
+      }
+      p.maskBase[static_cast<size_t>(b)] = base;
+    }
+  }
+  return p;
+}
+
+AttentionIsa attentionIsa() { return currentIsa(); }
+
+void setAttentionIsa(AttentionIsa isa) {
+  if (isa == AttentionIsa::Avx2 && !cpuHasAvx2())
+    throw std::runtime_error("this CPU has no AVX2 and FMA");
+  currentIsa() = isa;
+}
+
+}  // namespace tgc::codegen

@@ -1,0 +1,74 @@
+// FlashAttention on the CPU: the library kernels of fused_attention and fused_attention_grad
+// (semantics: ir/fused_ops.h), in f32 and f64.
+//
+// Forward: one task per (batch item, block of 64 queries), handed out dynamically over the
+// pool. Each task walks the key blocks of 64 keys with an online softmax (a running row max
+// m and sum l; the output block is rescaled by exp(m_old - m_new) when the max grows), so no
+// [Tq, Tk] matrix ever exists: memory is the output, lse [..., Tq] and a few 64 x 64 blocks
+// per task. The causal mask and a broadcast bool mask are read inside the block; key blocks
+// entirely past the causal diagonal are skipped; dropout draws philoxUniformAt per element
+// of the [..., Tq, Tk] index space, exactly the frontend's stream.
+//
+// Backward (FlashAttention-2 loop order): one task per batch item (batch x heads); it owns
+// that head's dq, dk, dv, so tasks never write the same memory. Key blocks outer (their dk,
+// dv accumulate in registers-to-L1-sized blocks), query blocks inner; p is recomputed from
+// the saved lse, and delta[i] = dot(dout[i], out[i]) once per row.
+//
+// The block products run on a small register-blocked kernel (4 rows x 2 vectors) built for
+// AVX2+FMA with __attribute__((target)), chosen at run time with __builtin_cpu_supports; a
+// portable C++ version runs elsewhere (and in tests, forced by setAttentionIsa). f32 uses a
+// vectorized exp (Cephes polynomial, ~1 ulp); f64 uses std::exp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace tgc {
+class Node;
+class ThreadPool;
+}  // namespace tgc
+
+namespace tgc::codegen {
+
+// One fused attention call. q [batch, tq, d], k [batch, tk, d], v [batch, tk, dv],
+// out [batch, tq, dv], lse [batch, tq], contiguous, where batch is the product of the
+// op's batch dims.
+struct AttentionParams {
+  DType dtype = DType::f32;  // f32 or f64
+  int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  double scale = 1;
+  bool causal = false;  // key j allowed for query i only when j <= i (tq == tk)
+  // Optional bool mask (0/1 bytes; true = allowed). Element (b, i, j) is at
+  // maskBase[b] + i * maskStrideI + j * maskStrideJ (strides 0 broadcast a dim).
+  bool hasMask = false;
+  std::vector<int64_t> maskBase;
+  int64_t maskStrideI = 0, maskStrideJ = 0;
+  double pDrop = 0;  // dropout inside the kernel when > 0; seed and offset as the op's
+  uint64_t seed = 0, offset = 0;
+};
+
+// The parameters of a fused_attention or fused_attention_grad node (seed and offset are
+// operands: the caller fills them in at run time). Throws IRError naming the node for a
+// dtype other than f32 / f64.
+AttentionParams attentionParamsFor(const Node& n);
+
+// out, lse from q, k, v (and mask when hasMask). A row with no allowed key gets out = 0 and
+// lse = -inf.
+void attentionForward(const AttentionParams& p, const void* q, const void* k, const void* v,
+                      const uint8_t* mask, void* out, void* lse, ThreadPool& pool);
+
+// dq, dk, dv from q, k, v, out, lse, dout (ir/fused_ops.h's formulas).
+void attentionBackward(const AttentionParams& p, const void* q, const void* k, const void* v,
+                       const void* out, const void* lse, const void* dout, const uint8_t* mask,
+                       void* dq, void* dk, void* dv, ThreadPool& pool);
+
+// Which inner loops run. Avx2 is the default on CPUs with AVX2 and FMA; tests switch to
+// Portable to cover the fallback. Not thread-safe: set it between calls only. Setting Avx2
+// on a CPU without it throws std::runtime_error.
+enum class AttentionIsa { Avx2, Portable };
+AttentionIsa attentionIsa();
+void setAttentionIsa(AttentionIsa isa);
+
+}  // namespace tgc::codegen

@@ -1,0 +1,101 @@
+// The library-kernel registry (codegen/library.h).
+#include "codegen/library.h"
+
+#include <fmt/format.h>
+
+#include "codegen/attention_cpu.h"
+
+namespace tgc::codegen {
+namespace {
+
+// fused_attention(q, k, v [, mask] [, seed, offset]) -> out, lse
+LibraryKernel bindFusedAttention(const Node& n) {
+  libraryFloatType(n);
+  const AttentionParams params = attentionParamsFor(n);
+  const bool dropout = params.pDrop > 0;
+  return [params, dropout](const void* const* in, void* const* out, ThreadPool& pool) {
+    AttentionParams p = params;
+    if (dropout) {  // the last two operands
+      const size_t s = p.hasMask ? 4 : 3;
+      p.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s]));
+      p.offset = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s + 1]));
+    }
+    const auto* mask = p.hasMask ? static_cast<const uint8_t*>(in[3]) : nullptr;
+    attentionForward(p, in[0], in[1], in[2], mask, out[0], out[1], pool);
+  };
+}
+
+// fused_attention_grad(q, k, v, out, lse, dout [, mask] [, seed, offset]) -> dq, dk, dv
+LibraryKernel bindFusedAttentionGrad(const Node& n) {
+  libraryFloatType(n);
+  const AttentionParams params = attentionParamsFor(n);
+  const bool dropout = params.pDrop > 0;
+  return [params, dropout](const void* const* in, void* const* out, ThreadPool& pool) {
+    AttentionParams p = params;
+    if (dropout) {
+      const size_t s = p.hasMask ? 7 : 6;
+      p.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s]));
+      p.offset = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s + 1]));
+    }
+    const auto* mask = p.hasMask ? static_cast<const uint8_t*>(in[6]) : nullptr;
+    attentionBackward(p, in[0], in[1], in[2], in[3], in[4], in[5], mask, out[0], out[1],
+                      out[2], pool);
+  };
+}
+
+[[noreturn]] LibraryKernel none(const Node& n) {
+  throw IRError(fmt::format("{}: the CPU backend has no library kernel for this op",
+                            describeNode(n)));
+}
+
+}  // namespace
+
+DType libraryFloatType(const Node& n) {
+  DType found = DType::f32;
+  bool any = false;
+  auto check = [&](const Value* v) {
+    const DType d = v->type().dtype;
+    if (!isFloat(d)) return;
+    if (d != DType::f32 && d != DType::f64)
+      throw IRError(fmt::format("{}: the CPU library kernels run f32 and f64 only, not {}",
+                                describeNode(n), dtypeName(d)));
+    if (any && d != found)
+      throw IRError(fmt::format("{}: mixes {} and {}", describeNode(n), dtypeName(found),
+                                dtypeName(d)));
+    found = d;
+    any = true;
+  };
+  for (const Value* v : n.operands()) check(v);
+  for (size_t r = 0; r < n.numResults(); ++r) check(n.result(r));
+  if (!any) throw IRError(fmt::format("{}: has no float operand or result", describeNode(n)));
+  return found;
+}
+
+LibraryKernel bindLibraryKernel(const Node& n) {
+  switch (n.op()) {
+    case OpKind::FusedAttention: return bindFusedAttention(n);
+    case OpKind::FusedAttentionGrad: return bindFusedAttentionGrad(n);
+    case OpKind::SoftmaxCrossEntropy:
+    case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
+      return none(n);
+    // Every other op runs elsewhere (codegen::classify).
+    case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
+    case OpKind::Iota: case OpKind::PhiloxUniform:
+    case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
+    case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
+    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+    case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
+    case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
+    case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
+    case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
+    case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm:
+    case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
+    case OpKind::Gather: case OpKind::ScatterAdd:
+      return none(n);
+  }
+  return none(n);
+}
+
+}  // namespace tgc::codegen
