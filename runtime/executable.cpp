@@ -16,6 +16,7 @@
 #include "codegen/fusion_groups.h"
 #include "codegen/gemm.h"
 #include "codegen/jit.h"
+#include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
 #include "ir/interpreter.h"
 #include "runtime/memory_plan.h"
@@ -57,7 +58,7 @@ struct Slot {
 };
 
 struct Launch {
-  enum class Kind { Kernel, Gemm } kind = Kind::Kernel;
+  enum class Kind { Kernel, Gemm, Library } kind = Kind::Kernel;
   std::string name;
   kir::KernelFn fn = nullptr;
   int64_t extent = 1;  // Kernel: the parallel extent
@@ -65,6 +66,8 @@ struct Launch {
   bool parallel = false;
   codegen::GemmDesc gemm;     // Gemm: slots are A, B, C
   bool gemmZeroK = false;     // an empty contraction: C is all zeros
+  codegen::LibraryKernel library;  // Library: slots are the operands, then the results
+  size_t libraryOperands = 0;
   std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)
   std::vector<void*> ptrs;    // resolved at the start of each run
   std::vector<int> dying;     // arena slots last used here (poisoned after it)
@@ -532,9 +535,25 @@ void Executable::Impl::build(const Graph& source) {
         ++stats.gemms;
         break;
       }
-      case codegen::NodeExecution::Library:
-        throw IRError(fmt::format("{}: the CPU backend has no library kernel for it yet",
-                                  describeNode(n)));
+      case codegen::NodeExecution::Library: {
+        // A fusion barrier (formFusionGroups takes Kernel nodes only); each result gets its
+        // own arena slot, written by this launch.
+        Launch l;
+        l.kind = Launch::Kind::Library;
+        l.name = "lib:" + n.result()->name();
+        l.library = codegen::bindLibraryKernel(n);
+        l.libraryOperands = n.operands().size();
+        for (const Value* v : n.operands()) l.slots.push_back(slotOf.at(v));
+        for (size_t r = 0; r < n.numResults(); ++r) {
+          const int slot = newSlot(*n.result(r), SlotKind::Arena, -1);
+          slots[slot].first = launch;
+          l.slots.push_back(slot);
+        }
+        for (int slot : l.slots) use(slot, launch);
+        launches.push_back(std::move(l));
+        ++stats.libraryCalls;
+        break;
+      }
       case codegen::NodeExecution::Kernel: {
         auto group = groups.find(&n);
         if (group == groups.end()) {
@@ -769,6 +788,8 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
                                  : std::chrono::steady_clock::time_point{};
     if (l.kind == Launch::Kind::Kernel) {
       runKernel(l);
+    } else if (l.kind == Launch::Kind::Library) {
+      l.library(l.ptrs.data(), l.ptrs.data() + l.libraryOperands, *pool);
     } else if (l.gemmZeroK) {
       std::memset(l.ptrs[2], 0, static_cast<size_t>(slot(l.slots[2]).bytes));
     } else if (slot(l.slots[2]).bytes > 0) {

@@ -3,7 +3,8 @@
 // Executable::compile walks the graph in order and asks codegen::classify how each node
 // runs: generated kernels (lowered to Kernel IR, emitted as LLVM IR, JIT-compiled; the
 // on-disk cache makes a second compile of the same graph fast), the packed GEMM for
-// matmul, views for reshape (the operand's memory under a new shape), and inputs and
+// matmul, views for reshape (the operand's memory under a new shape), hand-written library
+// kernels for the fused ops (codegen/library.h; each result its own buffer), and inputs and
 // constants placed by the runtime. Every intermediate buffer lives in one arena at an
 // offset from the memory plan (runtime/memory_plan.h); graph inputs are read where the
 // caller keeps them (zero-copy); outputs are copied out of the arena at the end of a run.
@@ -58,6 +59,7 @@ struct ExecStats {
   int fusedNodes = 0;  // nodes computed inside another node's kernel, never in memory
   int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
+  int libraryCalls = 0;  // library kernel launches (fused ops, codegen/library.h)
   int views = 0;    // reshapes that share their operand's memory
   // reduce_sum over a batched matmul's batch dims, computed as one GEMM (weight gradients)
   int foldedReductions = 0;
@@ -102,7 +104,8 @@ class Executable {
   // Inputs X paired with an output new.X (empty unless updateInPlace).
   const std::vector<std::string>& stateNames() const;
   const ExecStats& stats() const;
-  // Launch names in order ("gemm:<value>" for GEMMs), for tests and profiles.
+  // Launch names in order ("gemm:<value>" for GEMMs, "lib:<first result>" for library
+  // kernels), for tests and profiles.
   std::vector<std::string> launchNames() const;
 
   // The arena buffers, for tests of the plan: each graph value placed in the arena (views
