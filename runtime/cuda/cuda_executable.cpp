@@ -1,0 +1,633 @@
+#include "runtime/cuda/cuda_executable.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/nvrtc.h"
+#include "codegen/fusion_groups.h"
+#include "codegen/lower.h"
+#include "ir/interpreter.h"
+#include "runtime/cuda/cuda_gemm.h"
+#include "runtime/memory_plan.h"
+#include "runtime/param_store.h"
+#include "runtime/thread_pool.h"
+
+namespace tgc::runtime::cuda {
+
+namespace kir = codegen::kir;
+
+namespace {
+
+constexpr int kEnd = std::numeric_limits<int>::max();
+constexpr int64_t kDeviceAlignment = 256;  // cuMemAlloc's own alignment
+
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+int64_t alignUp(int64_t bytes, int64_t to) { return (bytes + to - 1) / to * to; }
+
+// Where a graph value lives on the device.
+enum class SlotKind {
+  Arena,     // planned: intermediates, uploaded inputs, outputs
+  Constant,  // in the constant allocation, uploaded at compile time
+  State,     // in the persistent state allocation (stateful mode)
+};
+
+struct Slot {
+  SlotKind kind = SlotKind::Arena;
+  int64_t offset = 0;  // in its allocation
+  int64_t bytes = 0;
+  std::string name;
+  int first = 0;       // Arena: the launch writing it (0 for inputs, uploaded before)
+  int lastUse = 0;     // the last launch reading it (kEnd: downloaded after the run)
+};
+
+struct Launch {
+  enum class Kind { Kernel, Gemm } kind = Kind::Kernel;
+  std::string name;
+  size_t kernel = 0;            // Kernel: index into Impl::kernels
+  int64_t extent = 1;           // Kernel: parallel iterations
+  CudaGemmDesc gemm;            // Gemm: slots are A, B, C
+  std::vector<int> slots;       // one per kernel buffer
+};
+
+struct CompiledKernel {
+  codegen::cuda::CudaKernel cuda;
+  std::unique_ptr<Module> module;
+  CUfunction fn = nullptr;
+};
+
+// A kernel's structure without its names, so that identical kernels (each layer's, each
+// parameter shape's optimizer update) compile once. The same key as the CPU executable's.
+class KeyWriter {
+ public:
+  std::string key(const kir::Kernel& k) {
+    out_.clear();
+    ids_.clear();
+    out_ += fmt::format("p{} x{} c{}|", k.parallelVar, k.parallelExtent, k.costPerIteration);
+    for (const auto& b : k.buffers)
+      out_ += fmt::format("b{},{},{},{};", static_cast<int>(b.dtype), b.numel,
+                          static_cast<int>(b.access), b.inPlaceOf);
+    for (const auto& v : k.vars) out_ += fmt::format("v{};", static_cast<int>(v.type));
+    stmts(k.body);
+    return std::move(out_);
+  }
+
+ private:
+  void stmts(const std::vector<kir::StmtP>& body) {
+    out_ += '{';
+    for (const auto& s : body) {
+      out_ += fmt::format("S{},{},{},{},{},{}(", static_cast<int>(s->kind), s->var, s->extent,
+                          static_cast<int>(s->loop), s->unroll, s->buffer);
+      for (const auto& a : s->args) expr(a);
+      out_ += ')';
+      stmts(s->body);
+      stmts(s->elseBody);
+    }
+    out_ += '}';
+  }
+  void expr(const kir::ExprP& e) {
+    auto [it, fresh] = ids_.emplace(e.get(), ids_.size());
+    if (!fresh) {
+      out_ += fmt::format("#{}", it->second);
+      return;
+    }
+    out_ += fmt::format("E{},{},{},{},{},{},{},{}(", static_cast<int>(e->kind),
+                        static_cast<int>(e->type), e->f, e->i, e->var, e->buffer,
+                        static_cast<int>(e->unary), static_cast<int>(e->binary));
+    for (const auto& a : e->args) expr(a);
+    out_ += ')';
+  }
+
+  std::string out_;
+  std::unordered_map<const kir::Expr*, size_t> ids_;
+};
+
+// Matmul shapes to a batched GEMM, as the CPU executable does: batch dims broadcast like
+// numpy's, size-1 dims dropped, contiguous dims merged, and a batch of A's times one B
+// folded into one product with more rows.
+CudaGemmDesc gemmDescFor(const Node& n) {
+  const TensorType& at = n.operand(0)->type();
+  const TensorType& bt = n.operand(1)->type();
+  const TensorType& ot = n.result()->type();
+  const bool ta = n.attrBool("transpose_a"), tb = n.attrBool("transpose_b");
+  const int64_t aRows = at.shape[at.rank() - 2], aCols = at.shape.back();
+  const int64_t bRows = bt.shape[bt.rank() - 2], bCols = bt.shape.back();
+  const int64_t m = ot.shape[ot.rank() - 2], nn = ot.shape.back(), k = ta ? aRows : aCols;
+  CudaGemmDesc d = CudaGemmDesc::contiguous(ot.dtype, m, nn, k, ta, tb);
+  d.lda = aCols;
+  d.ldb = bCols;
+  d.ldc = nn;
+
+  const size_t rank = static_cast<size_t>(ot.rank()) - 2;
+  auto padded = [&](const Shape& s) {
+    Shape b(s.begin(), s.end() - 2);
+    b.insert(b.begin(), rank - b.size(), 1);
+    return b;
+  };
+  const Shape aB = padded(at.shape), bB = padded(bt.shape);
+  int64_t sa = aRows * aCols, sb = bRows * bCols, sc = m * nn;
+  std::vector<int64_t> batch, strideA, strideB, strideC;  // innermost first while building
+  for (size_t i = rank; i-- > 0;) {
+    const int64_t count = ot.shape[i];
+    if (count != 1) {
+      const int64_t stA = aB[i] == 1 ? 0 : sa, stB = bB[i] == 1 ? 0 : sb;
+      if (!batch.empty() && strideA.back() * batch.back() == stA &&
+          strideB.back() * batch.back() == stB && strideC.back() * batch.back() == sc) {
+        batch.back() *= count;
+      } else {
+        batch.push_back(count);
+        strideA.push_back(stA);
+        strideB.push_back(stB);
+        strideC.push_back(sc);
+      }
+    }
+    sa *= aB[i];
+    sb *= bB[i];
+    sc *= count;
+  }
+  if (batch.size() == 1 && !ta && strideB[0] == 0 && strideA[0] == m * d.lda &&
+      strideC[0] == m * nn) {
+    d.m *= batch[0];
+    batch.clear();
+    strideA.clear();
+    strideB.clear();
+    strideC.clear();
+  }
+  d.batch.assign(batch.rbegin(), batch.rend());
+  d.strideA.assign(strideA.rbegin(), strideA.rend());
+  d.strideB.assign(strideB.rbegin(), strideB.rend());
+  d.strideC.assign(strideC.rbegin(), strideC.rend());
+  if (d.batch.size() > static_cast<size_t>(kMaxGemmBatchDims))
+    throw IRError(fmt::format("{}: {} batch dimensions that do not merge (the CUDA GEMM takes {})",
+                              describeNode(n), d.batch.size(), kMaxGemmBatchDims));
+  try {
+    d.validate();
+  } catch (const std::invalid_argument& e) {
+    throw IRError(fmt::format("{}: {}", describeNode(n), e.what()));
+  }
+  return d;
+}
+
+// The groups of Kernel nodes, each under its last node (the CPU executable's choice).
+std::unordered_map<const Node*, std::vector<const Node*>> kernelGroups(const Graph& g,
+                                                                       bool fuse) {
+  std::unordered_map<const Node*, std::vector<const Node*>> at;
+  if (fuse) {
+    for (auto& group : codegen::formFusionGroups(g)) at[group.back()] = std::move(group);
+  } else {
+    for (const auto& n : g.nodes())
+      if (codegen::classify(*n) == codegen::NodeExecution::Kernel) at[n.get()] = {n.get()};
+  }
+  return at;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void checkType(const std::string& name, const TensorType& want, const Tensor& got,
+               const char* where) {
+  if (got.type() != want)
+    throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but {} holds {}",
+                                            name, want.str(), where, got.type().str()));
+}
+
+}  // namespace
+
+CudaExecOptions CudaExecOptions::fromEnv() {
+  CudaExecOptions o;
+  o.fuse = !envFlag("TGC_NO_FUSION");
+  o.poisonArena = envFlag("TGC_POISON");
+  o.useCache = !envFlag("TGC_NO_CACHE");
+  return o;
+}
+
+struct CudaExecutable::Impl {
+  CudaExecOptions opts;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<Stream> stream;
+  std::unique_ptr<CudaGemm> gemm;  // loaded when the graph has a matmul
+
+  std::vector<Slot> slots;
+  std::vector<Launch> launches;
+  std::vector<CompiledKernel> kernels;  // distinct kernels
+  struct IO {
+    std::string name;
+    TensorType type;
+    int slot = -1;
+    bool state = false;  // input: lives in the state allocation; output: a new.X
+  };
+  std::vector<IO> inputs, outputs;
+  struct StateCopy {
+    int src, dst;
+    int64_t bytes;
+  };
+  std::vector<StateCopy> copies;
+  std::vector<std::string> stateNames;
+  bool stateLoaded = false;
+
+  DeviceBuffer arena, constantMem, stateMem;
+  std::vector<CUdeviceptr> slotPtr;
+  CudaExecStats stats;
+
+  void build(const Graph& g);
+  void compileKernels(std::vector<kir::Kernel>& distinct);
+  void plan();
+  CUdeviceptr ptr(int slot) const { return slotPtr[static_cast<size_t>(slot)]; }
+  // Uploads `given` (one per input; null for state inputs), runs, and downloads the
+  // outputs not skipped.
+  std::vector<Tensor> execute(const std::vector<const Tensor*>& given, bool skipState);
+};
+
+std::unique_ptr<CudaExecutable> CudaExecutable::compile(const Graph& g,
+                                                        const CudaExecOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->device = Device::open(opts.device);  // no device: NoDeviceError before any work
+  impl->stream = std::make_unique<Stream>(impl->device);
+  impl->build(g);
+  impl->stats.compileSeconds = secondsSince(t0);
+  return std::unique_ptr<CudaExecutable>(new CudaExecutable(std::move(impl)));
+}
+
+void CudaExecutable::Impl::build(const Graph& source) {
+  auto graph = source.clone();
+  graph->removeDeadNodes();
+
+  // State inputs: X with an output new.X of the same type.
+  std::set<std::string> stateInputs;
+  if (opts.updateInPlace)
+    for (const Value* out : graph->outputs())
+      if (out->name().starts_with("new."))
+        if (const Value* in = graph->findValue(out->name().substr(4));
+            in && in->def()->op() == OpKind::Input && in->type() == out->type())
+          stateInputs.insert(in->name());
+
+  std::unordered_map<const Value*, int> slotOf;
+  auto newSlot = [&](const Value& v, SlotKind kind) {
+    Slot s;
+    s.kind = kind;
+    s.bytes = static_cast<int64_t>(v.type().numel() * dtypeSize(v.type().dtype));
+    s.name = v.name();
+    slots.push_back(std::move(s));
+    slotOf[&v] = static_cast<int>(slots.size()) - 1;
+    return static_cast<int>(slots.size()) - 1;
+  };
+  auto use = [&](int slot, int launch) {
+    slots[slot].lastUse = std::max(slots[slot].lastUse, launch);
+  };
+
+  std::vector<Tensor> constants;
+  std::vector<int> constantSlots;
+  std::vector<kir::Kernel> distinct;
+  std::unordered_map<std::string, size_t> byKey;
+  std::set<std::string> names;
+  KeyWriter keys;
+  const auto groups = kernelGroups(*graph, opts.fuse);
+  for (const auto& node : graph->nodes()) {
+    const Node& n = *node;
+    const int launch = static_cast<int>(launches.size());
+    switch (codegen::classify(n)) {
+      case codegen::NodeExecution::Source: {
+        if (n.op() == OpKind::Input) {
+          const bool state = stateInputs.count(n.result()->name()) > 0;
+          const int s = newSlot(*n.result(), state ? SlotKind::State : SlotKind::Arena);
+          inputs.push_back({n.result()->name(), n.result()->type(), s, state});
+          if (state) stateNames.push_back(n.result()->name());
+          break;
+        }
+        if (!n.operands().empty())
+          throw IRError(fmt::format("{}: a source op with operands", describeNode(n)));
+        std::vector<Tensor> values = Interpreter().evalNode(n, {});
+        for (size_t i = 0; i < values.size(); ++i) {
+          constantSlots.push_back(newSlot(*n.result(i), SlotKind::Constant));
+          constants.push_back(std::move(values[i]));
+        }
+        break;
+      }
+      case codegen::NodeExecution::View: {
+        const Value* from = n.operand(0);
+        if (from->type().numel() != n.result()->type().numel() ||
+            from->type().dtype != n.result()->type().dtype)
+          throw IRError(fmt::format("{}: a view must keep the dtype and element count",
+                                    describeNode(n)));
+        slotOf[n.result()] = slotOf.at(from);
+        ++stats.views;
+        break;
+      }
+      case codegen::NodeExecution::Gemm: {
+        Launch l;
+        l.kind = Launch::Kind::Gemm;
+        l.name = "gemm:" + n.result()->name();
+        l.gemm = gemmDescFor(n);
+        l.slots = {slotOf.at(n.operand(0)), slotOf.at(n.operand(1)),
+                   newSlot(*n.result(), SlotKind::Arena)};
+        slots[l.slots[2]].first = launch;
+        for (int s : l.slots) use(s, launch);
+        launches.push_back(std::move(l));
+        ++stats.gemms;
+        break;
+      }
+      case codegen::NodeExecution::Library:
+        throw IRError(fmt::format("{}: the CUDA backend has no kernel for this op yet",
+                                  describeNode(n)));
+      case codegen::NodeExecution::Kernel: {
+        auto group = groups.find(&n);
+        if (group == groups.end()) break;  // computed inside another node's kernel
+        codegen::LoweredKernel lk = codegen::lowerGroup(group->second);
+        Launch l;
+        l.kind = Launch::Kind::Kernel;
+        l.extent = lk.kernel.parallelExtent;
+        for (size_t b = 0; b < lk.kernel.buffers.size(); ++b) {
+          const Value* v = lk.values.at(b);
+          int slot;
+          if (lk.kernel.buffers[b].access != kir::Access::Read && !slotOf.count(v)) {
+            slot = newSlot(*v, SlotKind::Arena);
+            slots[slot].first = launch;
+          } else {
+            slot = slotOf.at(v);
+          }
+          use(slot, launch);
+          l.slots.push_back(slot);
+        }
+        auto [it, fresh] = byKey.emplace(keys.key(lk.kernel), distinct.size());
+        if (fresh) {
+          // Kernel names are symbols of their own module, but dumps read better unique.
+          std::string name = lk.kernel.name;
+          for (int i = 2; !names.insert(name).second; ++i)
+            name = fmt::format("{}_{}", lk.kernel.name, i);
+          lk.kernel.name = name;
+          distinct.push_back(std::move(lk.kernel));
+        }
+        l.kernel = it->second;
+        l.name = distinct[l.kernel].name;
+        launches.push_back(std::move(l));
+        ++stats.kernels;
+        break;
+      }
+    }
+  }
+  for (const Value* v : graph->outputs()) {
+    const bool state = opts.updateInPlace && v->name().starts_with("new.") &&
+                       stateInputs.count(v->name().substr(4));
+    outputs.push_back({v->name(), v->type(), slotOf.at(v), state});
+    use(outputs.back().slot, kEnd);
+  }
+  // new.X is copied over X after the last launch. A new.X living in another state
+  // input's memory could be overwritten by an earlier copy: no training step does that.
+  for (const IO& out : outputs) {
+    if (!out.state) continue;
+    const int x = slotOf.at(graph->findValue(out.name.substr(4)));
+    if (out.slot == x) continue;
+    if (slots[out.slot].kind == SlotKind::State)
+      throw IRError(fmt::format("output %{} is the state input %{}: not supported on CUDA",
+                                out.name, slots[out.slot].name));
+    copies.push_back({out.slot, x, slots[x].bytes});
+  }
+  stats.stateCopies = static_cast<int>(copies.size());
+
+  plan();
+  // Constants: one allocation, uploaded now.
+  int64_t constantBytes = 0;
+  for (int s : constantSlots) {
+    slots[s].offset = constantBytes;
+    constantBytes += alignUp(slots[s].bytes, kDeviceAlignment);
+  }
+  stats.constantBytes = constantBytes;
+  constantMem = DeviceBuffer(device, constantBytes, "the constants");
+  for (size_t i = 0; i < constants.size(); ++i)
+    stream->upload(constantMem.ptr() + static_cast<CUdeviceptr>(slots[constantSlots[i]].offset),
+                   constants[i].data(), slots[constantSlots[i]].bytes);
+  stream->synchronize();  // `constants` dies at the end of this function
+
+  compileKernels(distinct);
+  for (const Launch& l : launches)
+    if (l.kind == Launch::Kind::Gemm) {
+      gemm = std::make_unique<CudaGemm>(device);
+      break;
+    }
+  // Slot addresses are fixed from here on: every allocation is made.
+  slotPtr.assign(slots.size(), 0);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const DeviceBuffer& mem = slots[s].kind == SlotKind::Arena      ? arena
+                              : slots[s].kind == SlotKind::Constant ? constantMem
+                                                                    : stateMem;
+    slotPtr[s] = mem.ptr() + static_cast<CUdeviceptr>(slots[s].offset);
+  }
+}
+
+// Emits and compiles the distinct kernels, several at a time (NVRTC is thread-safe), and
+// loads each CUBIN.
+void CudaExecutable::Impl::compileKernels(std::vector<kir::Kernel>& distinct) {
+  kernels.resize(distinct.size());
+  std::vector<std::string> images(distinct.size());
+  std::atomic<int> hits{0};
+  codegen::cuda::NvrtcOptions no = codegen::cuda::NvrtcOptions::fromEnv();
+  no.useCache = opts.useCache;
+  const std::string arch = device->info().arch();
+  ThreadPool::global().parallelForDynamic(
+      static_cast<int64_t>(distinct.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          auto& k = kernels[static_cast<size_t>(i)];
+          k.cuda = codegen::cuda::emitCudaKernel(distinct[static_cast<size_t>(i)]);
+          auto compiled = codegen::cuda::compileCubin(k.cuda.source, k.cuda.name, arch, no);
+          if (compiled.cacheHit) ++hits;
+          images[static_cast<size_t>(i)] = std::move(compiled.image);
+        }
+      });
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    kernels[i].module = std::make_unique<Module>(device, images[i], "kernel " + kernels[i].cuda.name);
+    kernels[i].fn = kernels[i].module->function(kernels[i].cuda.name);
+    if (kernels[i].cuda.launch.sharedBytes > device->info().maxSharedPerBlock)
+      kernels[i].module->setMaxDynamicShared(kernels[i].fn, kernels[i].cuda.launch.sharedBytes);
+  }
+  stats.distinctKernels = static_cast<int>(kernels.size());
+  stats.nvrtcCacheHits = hits.load();
+}
+
+void CudaExecutable::Impl::plan() {
+  std::vector<int> arenaSlots;
+  std::vector<BufferLifetime> lifetimes;
+  const int end = static_cast<int>(launches.size());
+  int64_t stateBytes = 0;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    Slot& sl = slots[s];
+    if (sl.kind == SlotKind::State) {
+      sl.offset = stateBytes;
+      stateBytes += alignUp(sl.bytes, kDeviceAlignment);
+    }
+    if (sl.kind != SlotKind::Arena) continue;
+    arenaSlots.push_back(static_cast<int>(s));
+    const int last = sl.lastUse == kEnd ? end : std::max(sl.first, sl.lastUse);
+    lifetimes.push_back({sl.bytes, sl.first, last});
+  }
+  MemoryPlan mp = planMemory(lifetimes);
+  for (size_t i = 0; i < arenaSlots.size(); ++i) slots[arenaSlots[i]].offset = mp.offsets[i];
+  stats.arenaBytes = mp.arenaBytes;
+  stats.bufferBytes = mp.totalBytes;
+  stats.stateBytes = stateBytes;
+  arena = DeviceBuffer(device, mp.arenaBytes, "the arena");
+  stateMem = DeviceBuffer(device, stateBytes, "the training state");
+}
+
+std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor*>& given,
+                                                  bool skipState) {
+  Stream& s = *stream;
+  if (opts.poisonArena) s.fill(arena.ptr(), 0xFF, arena.bytes());  // NaN in every float type
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].state) s.upload(ptr(inputs[i].slot), given[i]->data(), slots[inputs[i].slot].bytes);
+
+  std::vector<CUdeviceptr> args;
+  std::vector<void*> argPtrs;
+  for (const Launch& l : launches) {
+    if (l.kind == Launch::Kind::Gemm) {
+      gemm->run(l.gemm, ptr(l.slots[0]), ptr(l.slots[1]), ptr(l.slots[2]), s);
+      continue;
+    }
+    if (l.extent == 0) continue;
+    const CompiledKernel& k = kernels[l.kernel];
+    args.clear();
+    for (int slot : l.slots) args.push_back(ptr(slot));
+    long long begin = 0, end = l.extent;
+    argPtrs.clear();
+    for (CUdeviceptr& a : args) argPtrs.push_back(&a);
+    argPtrs.push_back(&begin);
+    argPtrs.push_back(&end);
+    const auto& geo = k.cuda.launch;
+    const Dim3 grid{static_cast<unsigned>(geo.gridBlocks(l.extent)), 1, 1};
+    const Dim3 block{static_cast<unsigned>(geo.blockThreads), 1, 1};
+    launch(k.fn, grid, block, static_cast<unsigned>(geo.sharedBytes), s, argPtrs.data(), l.name);
+  }
+  for (const StateCopy& c : copies) s.copy(ptr(c.dst), ptr(c.src), c.bytes);
+
+  std::vector<Tensor> results;
+  results.reserve(outputs.size());
+  for (const IO& out : outputs) {
+    if (skipState && out.state) continue;
+    results.emplace_back(out.type);
+    s.download(results.back().data(), ptr(out.slot), slots[out.slot].bytes);
+  }
+  s.synchronize();
+  return results;
+}
+
+CudaExecutable::CudaExecutable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaExecutable::~CudaExecutable() = default;
+
+std::vector<Tensor> CudaExecutable::run(const std::map<std::string, Tensor>& inputs) {
+  Impl& m = *impl_;
+  if (m.opts.updateInPlace)
+    throw std::logic_error("a stateful CUDA executable runs with loadState/runStep/saveState");
+  std::vector<const Tensor*> given;
+  std::vector<std::string> missing;
+  for (const Impl::IO& in : m.inputs) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) {
+      missing.push_back("%" + in.name);
+      given.push_back(nullptr);
+      continue;
+    }
+    checkType(in.name, in.type, it->second, "the given tensor");
+    given.push_back(&it->second);
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
+                                            fmt::join(missing, ", ")));
+  return m.execute(given, false);
+}
+
+void CudaExecutable::loadState(const ParamStore& store) {
+  Impl& m = *impl_;
+  std::vector<std::string> missing;
+  for (const Impl::IO& in : m.inputs) {
+    if (!in.state) continue;
+    if (!store.contains(in.name)) {
+      missing.push_back("%" + in.name);
+      continue;
+    }
+    checkType(in.name, in.type, store.at(in.name), "the parameter store");
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("state missing from the store: {}",
+                                            fmt::join(missing, ", ")));
+  for (const Impl::IO& in : m.inputs)
+    if (in.state) m.stream->upload(m.ptr(in.slot), store.at(in.name).data(), m.slots[in.slot].bytes);
+  m.stream->synchronize();
+  m.stateLoaded = true;
+}
+
+std::map<std::string, Tensor> CudaExecutable::runStep(const std::map<std::string, Tensor>& batch) {
+  Impl& m = *impl_;
+  if (!m.opts.updateInPlace)
+    throw std::logic_error("runStep needs a CUDA executable compiled with updateInPlace");
+  if (!m.stateLoaded) throw std::logic_error("runStep before loadState");
+  std::vector<const Tensor*> given;
+  std::vector<std::string> missing;
+  for (const Impl::IO& in : m.inputs) {
+    if (in.state) {
+      given.push_back(nullptr);
+      continue;
+    }
+    auto it = batch.find(in.name);
+    if (it == batch.end()) {
+      missing.push_back("%" + in.name);
+      given.push_back(nullptr);
+      continue;
+    }
+    checkType(in.name, in.type, it->second, "the batch");
+    given.push_back(&it->second);
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
+                                            fmt::join(missing, ", ")));
+  std::vector<Tensor> results = m.execute(given, true);
+  std::map<std::string, Tensor> out;
+  size_t next = 0;
+  for (const Impl::IO& o : m.outputs)
+    if (!o.state) out.insert_or_assign(o.name, std::move(results[next++]));
+  return out;
+}
+
+void CudaExecutable::saveState(ParamStore& store) {
+  Impl& m = *impl_;
+  if (!m.stateLoaded) throw std::logic_error("saveState before loadState");
+  for (const Impl::IO& in : m.inputs) {
+    if (!in.state) continue;
+    Tensor t(in.type);
+    m.stream->download(t.data(), m.ptr(in.slot), m.slots[in.slot].bytes);
+    m.stream->synchronize();
+    store.set(in.name, std::move(t));
+  }
+}
+
+const std::vector<std::string>& CudaExecutable::stateNames() const { return impl_->stateNames; }
+const CudaExecStats& CudaExecutable::stats() const { return impl_->stats; }
+const DeviceInfo& CudaExecutable::device() const { return impl_->device->info(); }
+
+std::vector<std::string> CudaExecutable::launchNames() const {
+  std::vector<std::string> names;
+  for (const Launch& l : impl_->launches) names.push_back(l.name);
+  return names;
+}
+
+std::vector<std::string> CudaExecutable::kernelSources() const {
+  std::vector<std::string> out;
+  for (const CompiledKernel& k : impl_->kernels) out.push_back(k.cuda.source);
+  return out;
+}
+
+}  // namespace tgc::runtime::cuda

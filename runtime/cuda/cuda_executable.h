@@ -1,0 +1,103 @@
+// A graph compiled for an NVIDIA GPU: the CUDA counterpart of runtime::Executable.
+//
+// compile() walks the graph as the CPU executable does (codegen::classify per node, the
+// same fusion groups, the same Kernel IR from codegen::lowerGroup), and
+//  - prints each distinct kernel as CUDA C++ (codegen/cuda/cuda_emitter.h) and compiles it
+//    to CUBIN for the device through NVRTC (codegen/cuda/nvrtc.h, cached on disk);
+//  - runs matmul with the CUDA GEMM (runtime/cuda/cuda_gemm.h: f32/f64 on CUDA cores,
+//    bf16/f16 on tensor cores);
+//  - places every intermediate, input and output in one device arena laid out by the CPU's
+//    memory planner (runtime/memory_plan.h) over the launch order; reshapes are views;
+//    constants are uploaded once, into their own allocation.
+// A run uploads the inputs, enqueues every launch in order on one stream, downloads the
+// outputs and waits once at the end.
+//
+// Training state stays on the device: with CudaExecOptions::updateInPlace, each input X
+// paired with an output new.X of the same type (a parameter or an optimizer moment) lives
+// in a persistent device buffer. loadState() uploads it from a ParamStore, runStep() runs
+// one step (new.X computed in the arena and copied over X on the device after the last
+// launch) and saveState() downloads it again, so a training loop moves only batches and
+// metrics across PCIe.
+//
+// Not yet on the GPU: library ops (fused attention, softmax cross-entropy, layer_norm_grad;
+// codegen::NodeExecution::Library) make compile() throw IRError naming the node.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/cuda/driver.h"
+
+namespace tgc::runtime {
+class ParamStore;
+}
+
+namespace tgc::runtime::cuda {
+
+struct CudaExecOptions {
+  int device = 0;               // ordinal
+  bool fuse = true;             // generic fusion; TGC_NO_FUSION=1: one kernel per node
+  bool updateInPlace = false;   // the stateful mode (loadState / runStep / saveState)
+  bool poisonArena = false;     // TGC_POISON=1: the arena starts as NaN bytes every run
+  bool useCache = true;         // NVRTC's disk cache; TGC_NO_CACHE=1: off
+
+  static CudaExecOptions fromEnv();
+};
+
+struct CudaExecStats {
+  int kernels = 0;           // generated kernel launches
+  int distinctKernels = 0;   // compiled kernels (identical launches share one)
+  int nvrtcCacheHits = 0;    // distinct kernels whose CUBIN came from the disk cache
+  int gemms = 0;
+  int views = 0;
+  int stateCopies = 0;       // new.X copied over X on the device per step
+  int64_t arenaBytes = 0;
+  int64_t bufferBytes = 0;   // the arena without reuse
+  int64_t constantBytes = 0;
+  int64_t stateBytes = 0;
+  double compileSeconds = 0;
+};
+
+class CudaExecutable {
+ public:
+  // Opens the device first, so that without one this throws NoDeviceError before any
+  // other work. Throws IRError for a node the CUDA backend cannot run, NvrtcError when a
+  // kernel does not compile, CudaError for driver failures.
+  static std::unique_ptr<CudaExecutable> compile(
+      const Graph& g, const CudaExecOptions& opts = CudaExecOptions::fromEnv());
+  ~CudaExecutable();
+  CudaExecutable(const CudaExecutable&) = delete;
+  CudaExecutable& operator=(const CudaExecutable&) = delete;
+
+  // Every graph input by name with its exact type; returns the outputs in order. Not for
+  // stateful executables.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  // The stateful mode. loadState uploads every state input from `store` (throws naming
+  // the missing or mistyped ones); runStep takes the other inputs and returns the
+  // non-state outputs by name; saveState downloads the state into `store`.
+  void loadState(const ParamStore& store);
+  std::map<std::string, Tensor> runStep(const std::map<std::string, Tensor>& batch);
+  void saveState(ParamStore& store);
+
+  const std::vector<std::string>& stateNames() const;
+  const CudaExecStats& stats() const;
+  const DeviceInfo& device() const;
+  // Launch names in order ("gemm:<value>" for GEMMs).
+  std::vector<std::string> launchNames() const;
+  // The CUDA source of each distinct kernel (for dumps and tests).
+  std::vector<std::string> kernelSources() const;
+
+  struct Impl;
+
+ private:
+  explicit CudaExecutable(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tgc::runtime::cuda
