@@ -27,6 +27,7 @@
 #include "ir/interpreter.h"
 #include "ir/json.h"
 #include "ir/parser.h"
+#include "runtime/cuda/cuda_executable.h"
 #include "runtime/executable.h"
 #include "runtime/gradcheck.h"
 #include "runtime/param_store.h"
@@ -82,6 +83,9 @@ Backends:
   cpu      the graph compiled for this CPU (Kernel IR, LLVM, the packed GEMM), compiled
            kernels cached on disk ($TGC_CACHE_DIR, else ~/.cache/tgc; --no-cache skips the
            cache); threads from $TGC_NUM_THREADS (default: every core)
+  cuda     the graph compiled for the first NVIDIA GPU (kernels through NVRTC, cached like
+           the cpu backend's; the CUDA GEMM); without a driver or a device it stops with
+           "no CUDA device: ..." and exit status 1 before anything is written
   A training step (outputs new.X for inputs X, from `tgc compile --train`) runs with X
   updated in place on the cpu backend; with --repeat N on either backend every run starts
   from the X the previous run wrote, like N training steps on one batch, and the outputs
@@ -425,6 +429,59 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
   return results;
 }
 
+// The graph compiled for the GPU (runtime/cuda/cuda_executable.h). Without a device the
+// compile throws "no CUDA device: ..." before anything runs or is written.
+std::vector<Tensor> runCuda(const Graph& source, std::map<std::string, Tensor> inputs,
+                            const RunOptions& o, Timing& timing) {
+  std::unique_ptr<Graph> promoted;
+  const Graph* g = &source;
+  if (o.f64) {
+    promoted = promoteToF64(source);
+    g = promoted.get();
+    for (auto& [name, t] : inputs) t = toF64(t);
+  }
+  runtime::cuda::CudaExecOptions eo = runtime::cuda::CudaExecOptions::fromEnv();
+  if (o.no_cache) eo.useCache = false;
+  eo.updateInPlace = !statePairs(*g).empty();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto exe = runtime::cuda::CudaExecutable::compile(*g, eo);
+  timing.compile_s = secondsSince(t0);
+  const auto& st = exe->stats();
+  timing.stats.kernels = st.kernels;
+  timing.stats.distinctKernels = st.distinctKernels;
+  timing.stats.cacheHits = st.nvrtcCacheHits;
+  timing.stats.gemms = st.gemms;
+  timing.stats.arenaBytes = st.arenaBytes;
+  timing.stats.bufferBytes = st.bufferBytes;
+
+  std::vector<Tensor> results;
+  if (!eo.updateInPlace) {
+    for (int r = 0; r < o.repeat; ++r) {
+      const auto t1 = std::chrono::steady_clock::now();
+      results = exe->run(inputs);
+      timing.run_s.push_back(secondsSince(t1));
+    }
+    return results;
+  }
+  // Training state stays on the device across --repeat runs and comes back at the end.
+  runtime::ParamStore store;
+  for (const std::string& name : exe->stateNames())
+    if (auto it = inputs.find(name); it != inputs.end()) store.set(name, it->second);
+  exe->loadState(store);
+  std::map<std::string, Tensor> out;
+  for (int r = 0; r < o.repeat; ++r) {
+    const auto t1 = std::chrono::steady_clock::now();
+    out = exe->runStep(inputs);
+    timing.run_s.push_back(secondsSince(t1));
+  }
+  exe->saveState(store);
+  for (const Value* v : g->outputs()) {
+    auto it = out.find(v->name());
+    results.push_back(it != out.end() ? it->second : store.at(v->name().substr(4)));
+  }
+  return results;
+}
+
 void reportTiming(const RunOptions& o, const Timing& t) {
   const bool cpu = o.backend == "cpu";
   const int threads = cpu ? ThreadPool::defaultNumThreads() : 1;
@@ -432,7 +489,7 @@ void reportTiming(const RunOptions& o, const Timing& t) {
     std::string what = fmt::format("tgc run: {} run{} on the {} backend, median {:.4g} ms",
                                    t.run_s.size(), t.run_s.size() == 1 ? "" : "s", o.backend,
                                    median(t.run_s) * 1e3);
-    if (cpu)
+    if (o.backend != "interp")
       what += fmt::format(
           "; compile {:.3f} s ({} kernels, {} distinct, {} cache hits; {} GEMMs), arena "
           "{:.1f} MiB (buffers {:.1f} MiB), {} thread{}",
@@ -468,8 +525,9 @@ void runGraph(const RunOptions& o) {
   auto inputs = gatherInputs(*g, o);
 
   Timing timing;
-  std::vector<Tensor> results = o.backend == "cpu" ? runCpu(*g, std::move(inputs), o, timing)
-                                                   : runInterp(*g, std::move(inputs), o, timing);
+  std::vector<Tensor> results = o.backend == "cpu"    ? runCpu(*g, std::move(inputs), o, timing)
+                                : o.backend == "cuda" ? runCuda(*g, std::move(inputs), o, timing)
+                                                      : runInterp(*g, std::move(inputs), o, timing);
   reportTiming(o, timing);
 
   TensorFile out;
@@ -519,8 +577,9 @@ void registerRun(CLI::App& app) {
                 "Compute every float op in float64 and return float64 results (inputs are "
                 "widened)");
   cmd->add_option("--backend", o->backend,
-                  "interp (the reference interpreter) or cpu (compiled for this CPU)")
-      ->check(CLI::IsMember({"interp", "cpu"}))
+                  "interp (the reference interpreter), cpu (compiled for this CPU) or cuda "
+                  "(compiled for the GPU)")
+      ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
       ->capture_default_str();
   o->repeat_opt = cmd->add_option("--repeat", o->repeat,
                                   "Run N times; print the median run time and compile figures "

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/driver.h"
 #include "runtime/thread_pool.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data_export.h"
@@ -51,6 +52,7 @@ struct TrainArgs {
   int64_t validEvery = 250, validSize = 256, checkpointEvery = 500;
   int keep = 3, maxBadSteps = 10, samples = 8;
   bool noCache = false;
+  std::string target = "cpu";
   std::string exportData;
   int64_t exportEpochs = 100;
   CLI::Option *minutesOpt = nullptr, *batchOpt = nullptr;
@@ -148,6 +150,16 @@ void printSummary(train::Trainer& t, const train::TrainResult& r, const train::E
 }
 
 int runTrain(TrainArgs& a) {
+  if (a.target == "cuda") {
+    // Without a driver or a device this stops with "no CUDA device: ..." before anything
+    // is read or written.
+    const auto device = runtime::cuda::Device::open();
+    throw std::runtime_error(fmt::format(
+        "--target cuda: {} ({}) is there, but the training loop (runtime/train) runs on the "
+        "CPU only so far; a compiled training step runs on the GPU with `tgc compile --train` "
+        "and `tgc run --backend cuda`",
+        device->info().name, device->info().arch()));
+  }
   if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
   runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
   if (a.noCache) exec.useCache = false;
@@ -349,6 +361,10 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--samples", a->samples, "Sample translations shown at the end")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->noCache, "Compile every kernel, bypassing the kernel cache");
+  cmd->add_option("--target", a->target,
+                  "cpu, or cuda (the first NVIDIA GPU; without one: 'no CUDA device' and exit 1)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--export-data", a->exportData,
                   "Write the run's data (vocabularies, token ids, buckets, batch order, "
                   "validation split) as JSON to FILE and exit without training")
