@@ -1,0 +1,368 @@
+// Softmax-cross-entropy forward/backward and layer_norm_grad on the CPU (see loss_kernels.h).
+#include "codegen/loss_kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+
+#define TGC_INLINE __attribute__((always_inline)) inline
+#define TGC_AVX2 __attribute__((target("avx2,fma")))
+
+namespace tgc::codegen {
+namespace {
+
+// Lanes per step: two AVX2 registers. The loops below are written over these fixed arrays
+// so that GCC vectorizes them in both builds, and so that the summation order (lane l takes
+// elements l, l + L, l + 2L, ...; lanes are added pairwise at the end) is the same whatever
+// the instruction set.
+template <class T>
+inline constexpr int kLanes = 64 / static_cast<int>(sizeof(T));
+
+template <class T>
+struct Bits;
+template <>
+struct Bits<float> {
+  using I = int32_t;
+  static constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: x + kShift rounds x to an integer
+  static constexpr int kMantissa = 23, kBias = 127;
+};
+template <>
+struct Bits<double> {
+  using I = int64_t;
+  static constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52
+  static constexpr int kMantissa = 52, kBias = 1023;
+};
+
+// An integer-valued n (|n| < 2^22) as an integer, through the bits of n + kShift.
+template <class T>
+TGC_INLINE typename Bits<T>::I toInt(T n) {
+  using I = typename Bits<T>::I;
+  return std::bit_cast<I>(n + Bits<T>::kShift) - std::bit_cast<I>(Bits<T>::kShift);
+}
+// 2^e for an integer e in the normal range.
+template <class T>
+TGC_INLINE T pow2(typename Bits<T>::I e) {
+  using I = typename Bits<T>::I;
+  return std::bit_cast<T>(static_cast<I>((e + Bits<T>::kBias) << Bits<T>::kMantissa));
+}
+
+// exp(x) = 2^n e^r with n = round(x / ln 2), r = x - n ln 2 in two parts (Cody-Waite; n * hi
+// is exact). 2^n is applied as 2^n1 * 2^n2 (n1 = round(n / 2)) so that results near overflow
+// or in the subnormal range round once. x is clamped first (exp is 0 resp. inf beyond the
+// clamp); NaN passes the clamps and gives NaN. Branch-free, so loops of it vectorize.
+template <class T>
+TGC_INLINE T expOne(T x) {
+  constexpr bool f32 = sizeof(T) == 4;
+  constexpr T lo = f32 ? T(-105) : T(-746), hi = f32 ? T(89) : T(710);
+  constexpr T ln2hi = f32 ? T(0.693359375) : T(0.693145751953125);
+  constexpr T ln2lo = f32 ? T(-2.12194440e-4) : T(1.42860682030941723212e-6);
+  constexpr T shift = Bits<T>::kShift;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const T n = (x * T(1.4426950408889634) + shift) - shift;
+  const T r = (x - n * ln2hi) - n * ln2lo;
+  T p;
+  if constexpr (f32) {
+    // Cephes expf: e^r = 1 + r + r^2 P(r).
+    p = T(1.9875691500E-4);
+    p = p * r + T(1.3981999507E-3);
+    p = p * r + T(8.3334519073E-3);
+    p = p * r + T(4.1665795894E-2);
+    p = p * r + T(1.6666665459E-1);
+    p = p * r + T(5.0000001201E-1);
+    p = p * (r * r) + r + T(1);
+  } else {
+    // Taylor to degree 13: the remainder |r|^14 / 14! < 5e-18 for |r| <= ln2/2.
+    constexpr auto kInvFact = [] {
+      std::array<double, 14> c{};
+      c[0] = 1;
+      for (int k = 1; k < 14; ++k) c[k] = c[k - 1] / k;
+      return c;
+    }();
+    p = T(kInvFact[13]);
+    for (int k = 12; k >= 0; --k) p = p * r + T(kInvFact[k]);
+  }
+  const T n1 = ((n * T(0.5)) + shift) - shift;
+  return p * pow2<T>(toInt(n1)) * pow2<T>(toInt(n - n1));
+}
+
+template <class T>
+TGC_INLINE T sumLanes(T (&a)[kLanes<T>]) {
+  for (int w = kLanes<T> / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) a[l] += a[l + w];
+  return a[0];
+}
+template <class T>
+TGC_INLINE T maxLanes(T (&a)[kLanes<T>]) {
+  for (int w = kLanes<T> / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) a[l] = a[l] > a[l + w] ? a[l] : a[l + w];
+  return a[0];
+}
+
+int64_t targetAt(const void* targets, DType t, int64_t r) {
+  return t == DType::i32 ? static_cast<const int32_t*>(targets)[r]
+                         : static_cast<const int64_t*>(targets)[r];
+}
+
+// ---- softmax_cross_entropy ----------------------------------------------------------------
+
+template <class T>
+TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, const void* targets,
+                               T* loss, T* lse, int64_t begin, int64_t end) {
+  constexpr int L = kLanes<T>;
+  const int64_t v = s.v, full = v / L * L;
+  const T eps = static_cast<T>(s.smoothing);
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x = logits + r * v;
+    T mx[L], sx[L];
+    for (int l = 0; l < L; ++l) mx[l] = -std::numeric_limits<T>::infinity(), sx[l] = 0;
+    for (int64_t i = 0; i < full; i += L)
+      for (int l = 0; l < L; ++l) {
+        mx[l] = x[i + l] > mx[l] ? x[i + l] : mx[l];
+        sx[l] += x[i + l];
+      }
+    for (int64_t i = full; i < v; ++i) {
+      mx[i - full] = x[i] > mx[i - full] ? x[i] : mx[i - full];
+      sx[i - full] += x[i];
+    }
+    const T m = maxLanes<T>(mx), total = sumLanes<T>(sx);
+    T se[L] = {};
+    for (int64_t i = 0; i < full; i += L)
+      for (int l = 0; l < L; ++l) se[l] += expOne<T>(x[i + l] - m);
+    for (int64_t i = full; i < v; ++i) se[i - full] += expOne<T>(x[i] - m);
+    const T logSum = std::log(sumLanes<T>(se));
+    const int64_t t = targetAt(targets, s.targetType, r);
+    const int64_t tt = t < 0 || t >= v ? 0 : t;
+    lse[r] = m + logSum;
+    // (m - x) + logSum rather than lse - x: no cancellation when the logits are large.
+    const T nll = (m - x[tt]) + logSum, smooth = (m - total / static_cast<T>(v)) + logSum;
+    loss[r] = t < 0 || t >= v ? T(0) : (T(1) - eps) * nll + eps * smooth;
+  }
+}
+
+template <class T>
+TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, const void* targets,
+                                const T* lse, const T* dloss, T* dlogits, int64_t begin,
+                                int64_t end) {
+  constexpr int L = kLanes<T>;
+  const int64_t v = s.v, full = v / L * L;
+  const T eps = static_cast<T>(s.smoothing), uniform = eps / static_cast<T>(v);
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x = logits + r * v;
+    T* dx = dlogits + r * v;
+    const int64_t t = targetAt(targets, s.targetType, r);
+    if (t < 0 || t >= v) {
+      std::fill(dx, dx + v, T(0));
+      continue;
+    }
+    const T g = dloss[r], l = lse[r];
+    for (int64_t i = 0; i < full; i += L)
+      for (int k = 0; k < L; ++k) dx[i + k] = g * (expOne<T>(x[i + k] - l) - uniform);
+    for (int64_t i = full; i < v; ++i) dx[i] = g * (expOne<T>(x[i] - l) - uniform);
+    dx[t] = g * (expOne<T>(x[t] - l) - (T(1) - eps) - uniform);
+  }
+}
+
+// ---- layer_norm_grad ------------------------------------------------------------------------
+
+// Rows of block b: dx, and the block's partial dgamma (pg) and dbeta (pb) sums.
+template <class T>
+TGC_INLINE void lnBackwardBlock(const LayerNormShape& s, const T* xs, const T* gamma,
+                                const T* dys, T* dxs, T* pg, T* pb, int64_t b) {
+  constexpr int L = kLanes<T>;
+  const int64_t d = s.d, full = d / L * L;
+  const T invD = T(1) / static_cast<T>(d);
+  std::fill(pg, pg + d, T(0));
+  std::fill(pb, pb + d, T(0));
+  const int64_t end = std::min(s.rows, (b + 1) * kLnBlockRows);
+  for (int64_t r = b * kLnBlockRows; r < end; ++r) {
+    const T *x = xs + r * d, *dy = dys + r * d;
+    T* dx = dxs + r * d;
+    T a[L] = {};
+    for (int64_t i = 0; i < full; i += L)
+      for (int l = 0; l < L; ++l) a[l] += x[i + l];
+    for (int64_t i = full; i < d; ++i) a[i - full] += x[i];
+    const T mean = sumLanes<T>(a) * invD;
+    T q[L] = {};
+    for (int64_t i = 0; i < full; i += L)
+      for (int l = 0; l < L; ++l) q[l] += (x[i + l] - mean) * (x[i + l] - mean);
+    for (int64_t i = full; i < d; ++i) q[i - full] += (x[i] - mean) * (x[i] - mean);
+    const T rstd = T(1) / std::sqrt(sumLanes<T>(q) * invD + static_cast<T>(s.eps));
+    // Sums of g = dy * gamma and g * xhat; the block's dgamma and dbeta partials.
+    T sg[L] = {}, sgx[L] = {};
+    for (int64_t i = 0; i < full; i += L)
+      for (int l = 0; l < L; ++l) {
+        const T xh = (x[i + l] - mean) * rstd, g = dy[i + l] * gamma[i + l];
+        sg[l] += g;
+        sgx[l] += g * xh;
+        pg[i + l] += dy[i + l] * xh;
+        pb[i + l] += dy[i + l];
+      }
+    for (int64_t i = full; i < d; ++i) {
+      const T xh = (x[i] - mean) * rstd, g = dy[i] * gamma[i];
+      sg[i - full] += g;
+      sgx[i - full] += g * xh;
+      pg[i] += dy[i] * xh;
+      pb[i] += dy[i];
+    }
+    const T meanG = sumLanes<T>(sg) * invD, meanGX = sumLanes<T>(sgx) * invD;
+    for (int64_t i = 0; i < d; ++i)
+      dx[i] = rstd * (dy[i] * gamma[i] - meanG - (x[i] - mean) * rstd * meanGX);
+  }
+}
+
+// ---- the two builds -------------------------------------------------------------------------
+
+template <class T>
+struct Kernels {
+  void (*sceForward)(const CrossEntropyShape&, const T*, const void*, T*, T*, int64_t, int64_t);
+  void (*sceBackward)(const CrossEntropyShape&, const T*, const void*, const T*, const T*, T*,
+                      int64_t, int64_t);
+  void (*lnBlock)(const LayerNormShape&, const T*, const T*, const T*, T*, T*, T*, int64_t);
+  void (*exp)(const T*, T*, int64_t);
+};
+
+template <class T>
+TGC_INLINE void expRange(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = expOne<T>(x[i]);
+}
+
+// One set of entry points per (instruction set, dtype); the always_inline bodies above are
+// compiled into each with its target.
+#define TGC_LOSS_KERNELS(ATTR, NAME, T)                                                        \
+  ATTR void NAME##Fwd(const CrossEntropyShape& s, const T* x, const void* t, T* loss, T* lse,   \
+                      int64_t b, int64_t e) {                                                  \
+    sceForwardRows<T>(s, x, t, loss, lse, b, e);                                               \
+  }                                                                                            \
+  ATTR void NAME##Bwd(const CrossEntropyShape& s, const T* x, const void* t, const T* lse,     \
+                      const T* dl, T* dx, int64_t b, int64_t e) {                              \
+    sceBackwardRows<T>(s, x, t, lse, dl, dx, b, e);                                            \
+  }                                                                                            \
+  ATTR void NAME##Ln(const LayerNormShape& s, const T* x, const T* gm, const T* dy, T* dx,     \
+                     T* pg, T* pb, int64_t b) {                                                \
+    lnBackwardBlock<T>(s, x, gm, dy, dx, pg, pb, b);                                           \
+  }                                                                                            \
+  ATTR void NAME##Exp(const T* x, T* y, int64_t n) { expRange<T>(x, y, n); }                    \
+  const Kernels<T> NAME = {NAME##Fwd, NAME##Bwd, NAME##Ln, NAME##Exp};
+
+TGC_LOSS_KERNELS(, portableF32, float)
+TGC_LOSS_KERNELS(, portableF64, double)
+TGC_LOSS_KERNELS(TGC_AVX2, avx2F32, float)
+TGC_LOSS_KERNELS(TGC_AVX2, avx2F64, double)
+#undef TGC_LOSS_KERNELS
+
+bool cpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+LossIsa& currentIsa() {
+  static LossIsa isa = cpuHasAvx2() ? LossIsa::Avx2 : LossIsa::Portable;
+  return isa;
+}
+
+template <class T>
+const Kernels<T>& kernels() {
+  const bool avx2 = currentIsa() == LossIsa::Avx2;
+  if constexpr (sizeof(T) == 4) return avx2 ? avx2F32 : portableF32;
+  else return avx2 ? avx2F64 : portableF64;
+}
+
+void checkFloat(DType d, const char* what) {
+  if (d != DType::f32 && d != DType::f64)
+    throw std::invalid_argument(std::string(what) + ": only f32 and f64 are supported");
+}
+
+template <class T>
+void sceForward(const CrossEntropyShape& s, const void* logits, const void* targets, void* loss,
+                void* lse, ThreadPool& pool) {
+  const auto& k = kernels<T>();
+  pool.parallelFor(s.rows, [&](int64_t b, int64_t e) {
+    k.sceForward(s, static_cast<const T*>(logits), targets, static_cast<T*>(loss),
+                 static_cast<T*>(lse), b, e);
+  });
+}
+
+template <class T>
+void sceBackward(const CrossEntropyShape& s, const void* logits, const void* targets,
+                 const void* lse, const void* dloss, void* dlogits, ThreadPool& pool) {
+  const auto& k = kernels<T>();
+  pool.parallelFor(s.rows, [&](int64_t b, int64_t e) {
+    k.sceBackward(s, static_cast<const T*>(logits), targets, static_cast<const T*>(lse),
+                  static_cast<const T*>(dloss), static_cast<T*>(dlogits), b, e);
+  });
+}
+
+template <class T>
+void lnBackward(const LayerNormShape& s, const void* x, const void* gamma, const void* dy,
+                void* dx, void* dgamma, void* dbeta, ThreadPool& pool) {
+  const auto& k = kernels<T>();
+  const int64_t d = s.d, blocks = (s.rows + kLnBlockRows - 1) / kLnBlockRows;
+  // partial[b] = the block's dgamma sums then its dbeta sums.
+  std::vector<T> partial(static_cast<size_t>(blocks * 2 * d));
+  pool.parallelFor(blocks, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      T* p = partial.data() + blk * 2 * d;
+      k.lnBlock(s, static_cast<const T*>(x), static_cast<const T*>(gamma),
+                static_cast<const T*>(dy), static_cast<T*>(dx), p, p + d, blk);
+    }
+  });
+  T* dg = static_cast<T*>(dgamma);
+  T* db = static_cast<T*>(dbeta);
+  // Blocks summed in order, in double: the same bits for any thread count.
+  pool.parallelFor(d, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      double sg = 0, sb = 0;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        sg += partial[static_cast<size_t>(blk * 2 * d + j)];
+        sb += partial[static_cast<size_t>(blk * 2 * d + d + j)];
+      }
+      dg[j] = static_cast<T>(sg);
+      db[j] = static_cast<T>(sb);
+    }
+  }, 64);
+}
+
+}  // namespace
+
+void softmaxCrossEntropyForward(const CrossEntropyShape& s, const void* logits,
+                                const void* targets, void* loss, void* lse, ThreadPool& pool) {
+  checkFloat(s.dtype, "softmax_cross_entropy");
+  if (s.dtype == DType::f32) sceForward<float>(s, logits, targets, loss, lse, pool);
+  else sceForward<double>(s, logits, targets, loss, lse, pool);
+}
+
+void softmaxCrossEntropyBackward(const CrossEntropyShape& s, const void* logits,
+                                 const void* targets, const void* lse, const void* dloss,
+                                 void* dlogits, ThreadPool& pool) {
+  checkFloat(s.dtype, "softmax_cross_entropy_grad");
+  if (s.dtype == DType::f32) sceBackward<float>(s, logits, targets, lse, dloss, dlogits, pool);
+  else sceBackward<double>(s, logits, targets, lse, dloss, dlogits, pool);
+}
+
+void layerNormBackward(const LayerNormShape& s, const void* x, const void* gamma, const void* dy,
+                       void* dx, void* dgamma, void* dbeta, ThreadPool& pool) {
+  checkFloat(s.dtype, "layer_norm_grad");
+  if (s.d == 0) return;
+  if (s.dtype == DType::f32) lnBackward<float>(s, x, gamma, dy, dx, dgamma, dbeta, pool);
+  else lnBackward<double>(s, x, gamma, dy, dx, dgamma, dbeta, pool);
+}
+
+LossIsa lossIsa() { return currentIsa(); }
+
+void setLossIsa(LossIsa isa) {
+  if (isa == LossIsa::Avx2 && !cpuHasAvx2())
+    throw std::runtime_error("setLossIsa: this CPU has no AVX2+FMA");
+  currentIsa() = isa;
+}
+
+void lossExp(DType dtype, const void* x, void* y, int64_t n) {
+  checkFloat(dtype, "lossExp");
+  if (dtype == DType::f32) kernels<float>().exp(static_cast<const float*>(x), static_cast<float*>(y), n);
+  else kernels<double>().exp(static_cast<const double*>(x), static_cast<double*>(y), n);
+}
+
+}  // namespace tgc::codegen

@@ -1,0 +1,69 @@
+// CPU library kernels of softmax_cross_entropy, softmax_cross_entropy_grad and layer_norm_grad
+// (semantics: ir/fused_ops.h), in f32 and f64.
+//
+// Every kernel is parallel over rows on the ThreadPool; a row is contiguous. The inner loops
+// work on fixed arrays of lanes (16 f32 / 8 f64, two AVX2 registers) that GCC vectorizes; they
+// are compiled twice, portable and with __attribute__((target("avx2,fma"))), and the AVX2
+// set is picked at run time with __builtin_cpu_supports. Both sets sum in the same order (the
+// AVX2 one contracts multiply-adds into FMAs, so the last bits may differ; each set is
+// deterministic whatever the thread count). exp is a branch-free
+// polynomial (f32: Cephes degree 6 as codegen/llvm_math.cpp, ~1 ulp; f64: degree-13 Taylor on
+// |r| <= ln2/2, a few ulp).
+//
+//  * softmax_cross_entropy: per row, sweep 1 finds the max, the sum of the logits and the
+//    target logit; sweep 2 (the row is now in L1/L2: 8000 f32 = 32 KB) sums exp(x - max).
+//    A target outside [0, V) gives loss 0 (ir/fused_ops.h).
+//  * softmax_cross_entropy_grad: one streaming pass writing
+//    dloss * (exp(x - lse) - eps / V), then the target element's -(1 - eps) * dloss.
+//    A row whose target is outside [0, V) gets zeros (the gradient of its constant loss).
+//  * layer_norm_grad: dx per row (mean and rstd recomputed from x); dgamma and dbeta as
+//    partial sums over fixed blocks of kLnBlockRows rows (so the result does not depend on
+//    the thread count), then summed over blocks in order, in parallel over columns.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/dtype.h"
+
+namespace tgc {
+class ThreadPool;
+}  // namespace tgc
+
+namespace tgc::codegen {
+
+// Rows of logits [rows, v]; targets [rows] of targetType (i32 or i64); loss and lse [rows].
+struct CrossEntropyShape {
+  DType dtype = DType::f32;  // f32 or f64
+  DType targetType = DType::i64;
+  int64_t rows = 0, v = 0;
+  double smoothing = 0;
+};
+
+void softmaxCrossEntropyForward(const CrossEntropyShape& s, const void* logits,
+                                const void* targets, void* loss, void* lse, ThreadPool& pool);
+void softmaxCrossEntropyBackward(const CrossEntropyShape& s, const void* logits,
+                                 const void* targets, const void* lse, const void* dloss,
+                                 void* dlogits, ThreadPool& pool);
+
+// x, dy, dx [rows, d]; gamma, dgamma, dbeta [d].
+struct LayerNormShape {
+  DType dtype = DType::f32;  // f32 or f64
+  int64_t rows = 0, d = 0;
+  double eps = 1e-5;
+};
+inline constexpr int64_t kLnBlockRows = 32;
+
+void layerNormBackward(const LayerNormShape& s, const void* x, const void* gamma, const void* dy,
+                       void* dx, void* dgamma, void* dbeta, ThreadPool& pool);
+
+// Which inner loops run: Avx2 by default where the CPU has AVX2 and FMA; tests force
+// Portable to cover the fallback. Set it between calls only. Avx2 on a CPU without it throws
+// std::runtime_error.
+enum class LossIsa { Avx2, Portable };
+LossIsa lossIsa();
+void setLossIsa(LossIsa isa);
+
+// The vectorized exp of the kernels over n values (for tests).
+void lossExp(DType dtype, const void* x, void* y, int64_t n);
+
+}  // namespace tgc::codegen
