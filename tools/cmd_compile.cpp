@@ -18,6 +18,8 @@
 #include "passes/autodiff.h"
 #include "passes/pass_manager.h"
 #include "passes/train_step.h"
+#include "codegen/cuda/cuda_batch.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "codegen/jit.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/llvm_emitter.h"
@@ -40,7 +42,8 @@ struct CompileOptions {
   bool grad = false;   // append the backward graph
   bool train = false;  // append backward + AdamW: the training-step graph
   OptimizerConfig optim;
-  std::string target;  // "" or "cpu"
+  std::string target;  // "", "cpu" or "cuda"
+  std::string arch = "compute_90";  // --target cuda: NVRTC's architecture
   bool no_cache = false;
 };
 
@@ -52,6 +55,7 @@ Examples:
   tgc compile models/transformer.tg --passes='fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
   tgc compile models/transformer.tg --preset tiny --graph encode --target cpu --emit=kernel
   tgc compile models/transformer.tg --preset tiny --train --target cpu --stats
+  tgc compile models/transformer.tg --preset tiny --graph encode --target cuda --emit=cuda
 
 --target cpu compiles the graph for this CPU: every kernel is JIT-compiled through LLVM
 and kept in the kernel cache ($TGC_CACHE_DIR, else ~/.cache/tgc; --no-cache bypasses it),
@@ -59,6 +63,12 @@ so a later `tgc run --backend cpu` of the same graph loads them; --stats then ad
 kernel and GEMM counts, the arena size and the compile time. --emit=kernel, llvm or asm
 (these imply --target cpu) print each kernel instead of the graph, after a header line
 naming it: its Kernel IR, its LLVM IR after the O3 pipeline, or its assembly.
+
+--target cuda prints the same kernels for NVIDIA GPUs, no GPU needed: --emit=cuda as CUDA
+C++ (the shared helpers once, then one extern "C" __global__ function per kernel, see
+codegen/cuda/cuda_emitter.h), --emit=ptx compiled by NVRTC (the CUDA toolkit's libnvrtc,
+opened at run time) for --arch (default compute_90), kernels grouped in modules. Without
+--emit it compiles every kernel to PTX (filling the cache) and says how long it took.
 
 --stats prints the parameter count, the op count by kind and an estimated FLOP count
 instead of the graph (the graph still goes to -o FILE when one is given). --params lists
@@ -109,7 +119,42 @@ void addBackward(CompiledModel& m, const CompileOptions& o) {
 }
 
 bool emitsKernels(const CompileOptions& o) {
-  return o.emit == "kernel" || o.emit == "llvm" || o.emit == "asm";
+  return o.emit == "kernel" || o.emit == "llvm" || o.emit == "asm" || o.emit == "cuda" ||
+         o.emit == "ptx";
+}
+
+// --target cuda: the kernels as CUDA C++ (--emit=cuda) or PTX (--emit=ptx, or nothing
+// printed: compile only). Kernel IR (--emit=kernel) is the CPU's; LLVM and assembly are not.
+std::string renderCudaKernels(const Graph& g, const CompileOptions& o) {
+  const std::vector<codegen::kir::Kernel> kernels = runtime::lowerGraphKernels(g);
+  if (o.emit == "cuda") {
+    std::string out = codegen::cuda::cudaPreamble();
+    for (const auto& k : kernels) out += "\n" + codegen::cuda::kernelFunction(k);
+    return out;
+  }
+  std::vector<const codegen::kir::Kernel*> ptrs;
+  for (const auto& k : kernels) ptrs.push_back(&k);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto modules =
+      codegen::cuda::compileKernelModules(ptrs, codegen::cuda::Product::Ptx, o.arch);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.emit != "ptx") {
+    size_t hits = 0;
+    for (const auto& m : modules) hits += m.compiled.cacheHit ? 1 : 0;
+    return fmt::format("target cuda: {} kernels in {} PTX modules for {} ({} from the cache); "
+                       "compiled in {:.3f} s\n",
+                       kernels.size(), modules.size(), o.arch, hits, seconds);
+  }
+  std::string out;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    out += fmt::format("// module {}: kernels", i);
+    for (const auto& n : modules[i].names) out += " " + n;
+    out += "\n" + modules[i].compiled.image;
+    if (!out.ends_with("\n")) out += "\n";
+    out += "\n";
+  }
+  return out;
 }
 
 // --emit=kernel|llvm|asm: every kernel the CPU executable would run, in launch order.
@@ -167,6 +212,22 @@ void runCompile(const CompileOptions& o) {
       fmt::print("{}  {}  {}({})\n", p.name, p.type.str(), p.kind, p.arg);
     return;
   }
+  if (o.target == "cuda") {
+    if (o.stats) fmt::print("{}", formatStats(computeStats(*m.graph)));
+    if (o.emit == "llvm" || o.emit == "asm")
+      throw std::runtime_error("--target cuda prints --emit=cuda, ptx or kernel, not " + o.emit);
+    if (o.emit == "kernel") {
+      writeOut(o.output, renderKernels(*m.graph, o.emit));
+    } else if (o.emit == "cuda" || o.emit == "ptx") {
+      writeOut(o.output, renderCudaKernels(*m.graph, o));
+    } else {
+      fmt::print("{}", renderCudaKernels(*m.graph, o));
+      if (!o.output.empty()) writeOut(o.output, render(*m.graph, o.emit));
+    }
+    return;
+  }
+  if (o.emit == "cuda" || o.emit == "ptx")
+    throw std::runtime_error("--emit=" + o.emit + " needs --target cuda");
   if (emitsKernels(o)) {
     if (o.stats) fmt::print("{}", compileForCpu(*m.graph, o));
     writeOut(o.output, renderKernels(*m.graph, o.emit));
@@ -192,12 +253,16 @@ void registerCompile(CLI::App& app) {
   addModelArgs(cmd, o->model);
   cmd->add_option("--emit", o->emit,
                   "Output form: ir (text), json or dot (Graphviz); with --target cpu also "
-                  "kernel (Kernel IR), llvm (optimized LLVM IR) or asm, one kernel after another")
-      ->check(CLI::IsMember({"ir", "json", "dot", "kernel", "llvm", "asm"}));
+                  "kernel (Kernel IR), llvm (optimized LLVM IR) or asm, one kernel after another; "
+                  "with --target cuda: cuda (CUDA C++) or ptx")
+      ->check(CLI::IsMember({"ir", "json", "dot", "kernel", "llvm", "asm", "cuda", "ptx"}));
   cmd->add_option("--target", o->target,
-                  "Compile the graph for this target (cpu): JIT-compile its kernels into the "
-                  "kernel cache")
-      ->check(CLI::IsMember({"cpu"}));
+                  "Compile the graph for this target: cpu (JIT-compile its kernels into the "
+                  "kernel cache) or cuda (CUDA C++ through NVRTC to PTX; no GPU needed)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--arch", o->arch,
+                  "With --target cuda: NVRTC's architecture, compute_XY for PTX (default "
+                  "compute_90)");
   cmd->add_flag("--no-cache", o->no_cache,
                 "With --target cpu: compile every kernel, neither reading nor writing the "
                 "kernel cache");
