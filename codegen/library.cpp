@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/attention_cpu.h"
+#include "codegen/loss_kernels.h"
 
 namespace tgc::codegen {
 namespace {
@@ -75,10 +76,9 @@ LibraryKernel bindLibraryKernel(const Node& n) {
   switch (n.op()) {
     case OpKind::FusedAttention: return bindFusedAttention(n);
     case OpKind::FusedAttentionGrad: return bindFusedAttentionGrad(n);
-    case OpKind::SoftmaxCrossEntropy:
-    case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad:
-      return none(n);
+    case OpKind::SoftmaxCrossEntropy: return bindSoftmaxCrossEntropy(n);
+    case OpKind::SoftmaxCrossEntropyGrad: return bindSoftmaxCrossEntropyGrad(n);
+    case OpKind::LayerNormGrad: return bindLayerNormGrad(n);
     // Every other op runs elsewhere (codegen::classify).
     case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
     case OpKind::Iota: case OpKind::PhiloxUniform:

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ir/graph.h"
 #include "runtime/thread_pool.h"
 
 #define TGC_INLINE __attribute__((always_inline)) inline
@@ -349,6 +350,41 @@ void layerNormBackward(const LayerNormShape& s, const void* x, const void* gamma
   if (s.d == 0) return;
   if (s.dtype == DType::f32) lnBackward<float>(s, x, gamma, dy, dx, dgamma, dbeta, pool);
   else lnBackward<double>(s, x, gamma, dy, dx, dgamma, dbeta, pool);
+}
+
+namespace {
+CrossEntropyShape crossEntropyShapeOf(const Node& n) {
+  const TensorType& logits = n.operand(0)->type();
+  const int64_t v = logits.shape.back();
+  return {libraryFloatType(n), n.operand(1)->type().dtype, v == 0 ? 0 : logits.numel() / v, v,
+          n.attrFloat("smoothing")};
+}
+}  // namespace
+
+// softmax_cross_entropy(logits, targets) -> loss, lse
+LibraryKernel bindSoftmaxCrossEntropy(const Node& n) {
+  const CrossEntropyShape s = crossEntropyShapeOf(n);
+  return [s](const void* const* in, void* const* out, ThreadPool& pool) {
+    softmaxCrossEntropyForward(s, in[0], in[1], out[0], out[1], pool);
+  };
+}
+
+// softmax_cross_entropy_grad(logits, targets, lse, dloss) -> dlogits
+LibraryKernel bindSoftmaxCrossEntropyGrad(const Node& n) {
+  const CrossEntropyShape s = crossEntropyShapeOf(n);
+  return [s](const void* const* in, void* const* out, ThreadPool& pool) {
+    softmaxCrossEntropyBackward(s, in[0], in[1], in[2], in[3], out[0], pool);
+  };
+}
+
+// layer_norm_grad(x, gamma, dy) -> dx, dgamma, dbeta
+LibraryKernel bindLayerNormGrad(const Node& n) {
+  const TensorType& x = n.operand(0)->type();
+  const int64_t d = x.shape.back();
+  const LayerNormShape s{libraryFloatType(n), d == 0 ? 0 : x.numel() / d, d, n.attrFloat("eps")};
+  return [s](const void* const* in, void* const* out, ThreadPool& pool) {
+    layerNormBackward(s, in[0], in[1], in[2], out[0], out[1], out[2], pool);
+  };
 }
 
 LossIsa lossIsa() { return currentIsa(); }

@@ -23,11 +23,8 @@
 
 #include <cstdint>
 
+#include "codegen/library.h"
 #include "ir/dtype.h"
-
-namespace tgc {
-class ThreadPool;
-}  // namespace tgc
 
 namespace tgc::codegen {
 
@@ -55,6 +52,12 @@ inline constexpr int64_t kLnBlockRows = 32;
 
 void layerNormBackward(const LayerNormShape& s, const void* x, const void* gamma, const void* dy,
                        void* dx, void* dgamma, void* dbeta, ThreadPool& pool);
+
+// Library bindings (codegen/library.h) of the three ops: shapes and attributes read once from
+// the node.
+LibraryKernel bindSoftmaxCrossEntropy(const Node& n);
+LibraryKernel bindSoftmaxCrossEntropyGrad(const Node& n);
+LibraryKernel bindLayerNormGrad(const Node& n);
 
 // Which inner loops run: Avx2 by default where the CPU has AVX2 and FMA; tests force
 // Portable to cover the fallback. Set it between calls only. Avx2 on a CPU without it throws
