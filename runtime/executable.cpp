@@ -19,6 +19,7 @@
 #include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
 #include "ir/interpreter.h"
+#include "runtime/gemm_epilogue.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
 #include "runtime/thread_pool.h"
@@ -438,6 +439,7 @@ std::vector<kir::Kernel> lowerGraphKernels(const Graph& g, bool fuse) {
   auto graph = g.clone();
   graph->removeDeadNodes();
   foldBatchReductionsIntoGemms(*graph);
+  foldGemmEpilogues(*graph);
   const auto groups = kernelGroups(*graph, fuse);
   NameUniquer unique;
   std::vector<kir::Kernel> out;
@@ -465,6 +467,7 @@ void Executable::Impl::build(const Graph& source) {
   auto graph = source.clone();
   graph->removeDeadNodes();
   stats.foldedReductions = foldBatchReductionsIntoGemms(*graph);
+  const GemmEpilogues epilogues = foldGemmEpilogues(*graph);  // runtime/gemm_epilogue.h
   std::unordered_map<const Value*, int> slotOf;
   auto newSlot = [&](const Value& v, SlotKind kind, int index) {
     Slot s;
@@ -531,6 +534,10 @@ void Executable::Impl::build(const Graph& source) {
         l.slots[2] = newSlot(*n.result(), SlotKind::Arena, -1);
         slots[l.slots[2]].first = launch;
         use(l.slots[2], launch);
+        if (auto e = epilogues.find(&n); e != epilogues.end()) {  // bias, addend, mask after C
+          e->second.applyTo(l.gemm);
+          for (const Value* v : e->second.operands()) use(l.slots.emplace_back(slotOf.at(v)), launch);
+        }
         launches.push_back(std::move(l));
         ++stats.gemms;
         break;
@@ -793,7 +800,8 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
     } else if (l.gemmZeroK) {
       std::memset(l.ptrs[2], 0, static_cast<size_t>(slot(l.slots[2]).bytes));
     } else if (slot(l.slots[2]).bytes > 0) {
-      codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
+      codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool,
+                    epilogueOperands(l.gemm.epilogue, l.ptrs.data() + 3));
     }
     if (opts.profile) {
       l.seconds += secondsSince(t0);

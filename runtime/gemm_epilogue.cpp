@@ -1,0 +1,265 @@
+#include "runtime/gemm_epilogue.h"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_set>
+
+namespace tgc::runtime {
+
+namespace {
+
+using codegen::GemmActivation;
+using codegen::GemmMask;
+
+// The value of a splat constant of a float dtype, rounded to that dtype as the
+// interpreter stores it.
+std::optional<double> splatConstant(const Value* v) {
+  const Node* n = v->def();
+  if (n->op() != OpKind::Constant || !isFloat(v->type().dtype)) return std::nullopt;
+  const auto& values = n->attrFloats("value");
+  if (values.size() != 1 && v->type().numel() != 1) return std::nullopt;
+  if (values.empty()) return std::nullopt;
+  const double x = values[0];
+  return v->type().dtype == DType::f32 ? static_cast<double>(static_cast<float>(x)) : x;
+}
+
+bool isZeroConstant(const Value* v) {
+  auto c = splatConstant(v);
+  return c && *c == 0.0;
+}
+
+// The operand of a binary node other than `v` (nullptr when both are v).
+const Value* other(const Node& n, const Value* v) {
+  if (n.operand(0) == v && n.operand(1) != v) return n.operand(1);
+  if (n.operand(1) == v && n.operand(0) != v) return n.operand(0);
+  return nullptr;
+}
+
+// A vector of n elements that broadcasts over everything but v's last dim.
+bool isBias(const Value* b, const Value* v) {
+  const TensorType& t = b->type();
+  if (t.dtype != v->type().dtype || t.rank() < 1 || t.shape.back() != v->type().shape.back())
+    return false;
+  return t.numel() == t.shape.back() && t.rank() <= v->type().rank();
+}
+
+enum Stage { kAlpha, kBias, kAddend, kActivation, kScale, kMask, kDone };
+
+class Folder {
+ public:
+  explicit Folder(Graph& g) : g_(g) {}
+
+  GemmEpilogues run() {
+    rewriteReluTests();
+    users_ = g_.computeUsers();
+    outputs_.clear();
+    outputs_.insert(g_.outputs().begin(), g_.outputs().end());
+    std::vector<Node*> matmuls;
+    for (const auto& n : g_.nodes())
+      if (n->op() == OpKind::MatMul) matmuls.push_back(n.get());
+    GemmEpilogues out;
+    for (Node* mm : matmuls) fold(mm, out);
+    return out;
+  }
+
+ private:
+  // gt(y, 0) -> gt(relu(y), 0) where relu(y) is computed before the test.
+  void rewriteReluTests() {
+    auto users = g_.computeUsers();
+    std::unordered_map<const Node*, size_t> pos;
+    for (size_t i = 0; i < g_.nodes().size(); ++i) pos[g_.nodes()[i].get()] = i;
+    for (const auto& n : g_.nodes()) {
+      if (n->op() != OpKind::Gt || !isZeroConstant(n->operand(1))) continue;
+      Value* y = n->operand(0);
+      if (!isFloat(y->type().dtype)) continue;
+      for (Node* u : users[y])
+        if (u->op() == OpKind::Relu && pos.at(u) < pos.at(n.get())) {
+          n->setOperand(0, u->result());
+          break;
+        }
+    }
+  }
+
+  // The single user of v when v may vanish into the epilogue.
+  Node* soleUser(const Value* v) const {
+    if (outputs_.count(v)) return nullptr;
+    auto it = users_.find(v);
+    if (it == users_.end() || it->second.size() != 1) return nullptr;
+    return it->second[0];
+  }
+
+  // Matches `next` (consuming cur) as a stage at or after `stage`; returns the stage it
+  // took, or kDone.
+  Stage match(const Node& next, const Value* cur, Stage stage, FoldedEpilogue& e) const {
+    const TensorType& t = cur->type();
+    if (next.numResults() != 1 || next.result()->type() != t) return kDone;
+    switch (next.op()) {
+      case OpKind::Mul: {
+        const Value* c = other(next, cur);
+        auto k = c ? splatConstant(c) : std::nullopt;
+        if (!k) return kDone;
+        if (stage <= kAlpha) {
+          e.alpha *= *k;
+          return kAlpha;
+        }
+        if (stage <= kScale) {
+          e.stages.scale = *k;
+          return kScale;
+        }
+        return kDone;
+      }
+      case OpKind::Add: {
+        const Value* r = other(next, cur);
+        if (!r) return kDone;
+        if (stage <= kBias && isBias(r, cur)) {
+          e.stages.bias = true;
+          e.bias = r;
+          return kBias;
+        }
+        if (stage <= kAddend && r->type() == t) {
+          e.stages.addend = true;
+          e.addend = r;
+          return kAddend;
+        }
+        return kDone;
+      }
+      case OpKind::Relu:
+      case OpKind::Gelu: {
+        if (stage > kActivation) return kDone;
+        if (next.op() == OpKind::Relu) {
+          e.stages.activation = GemmActivation::relu;
+        } else {
+          const std::string& mode = next.attrString("approximate");
+          if (mode != "none" && mode != "tanh") return kDone;
+          e.stages.activation = mode == "none" ? GemmActivation::gelu : GemmActivation::geluTanh;
+        }
+        return kActivation;
+      }
+      case OpKind::Where: {
+        if (stage > kMask || next.operand(1) != cur || next.operand(0) == cur ||
+            !isZeroConstant(next.operand(2)))
+          return kDone;
+        const Value* cond = next.operand(0);
+        if (cond->type().dtype != DType::boolean || cond->type().shape != t.shape) return kDone;
+        const Node* test = cond->def();
+        if (test->op() == OpKind::Gt && isZeroConstant(test->operand(1)) &&
+            test->operand(0)->type() == t) {
+          e.stages.mask = GemmMask::positive;
+          e.mask = test->operand(0);
+        } else {
+          e.stages.mask = GemmMask::nonzero;
+          e.mask = cond;
+        }
+        return kMask;
+      }
+      default: return kDone;
+    }
+  }
+
+  void fold(Node* mm, GemmEpilogues& out) {
+    const Value* v = mm->result();
+    const DType dt = v->type().dtype;
+    if (dt != DType::f32 && dt != DType::f64) return;
+    const TensorType& at = mm->operand(0)->type();
+    const int64_t k = mm->attrBool("transpose_a") ? at.shape[at.rank() - 2] : at.shape.back();
+    if (k == 0 || v->type().numel() == 0) return;  // the executable zero-fills these
+
+    FoldedEpilogue e;
+    std::vector<Node*> chain;
+    Stage stage = kAlpha;
+    for (Node* next = soleUser(v); next;) {
+      FoldedEpilogue trial = e;
+      const Stage took = match(*next, v, stage, trial);
+      if (took == kDone) break;
+      e = trial;
+      stage = static_cast<Stage>(took + 1);
+      chain.push_back(next);
+      v = next->result();
+      next = soleUser(v);
+    }
+    if (chain.empty()) return;
+
+    // The matmul takes the last node's place and name; the chain disappears.
+    Node* last = chain.back();
+    const std::string name = last->result()->name();
+    std::vector<Node*> maybeDead;  // what only the chain read: the ReLU test, constants
+    for (const Node* n : chain)
+      for (const Value* o : n->operands())
+        if (o->def() != mm && std::find(chain.begin(), chain.end(), o->def()) == chain.end())
+          maybeDead.push_back(o->def());
+    g_.moveBefore(mm, last);
+    g_.replaceAllUsesWith(last->result(), mm->result());
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) g_.erase(*it);
+    g_.renameValue(mm->result(), name);
+    // Each epilogue operand is read through a view placed before the matmul: a user the
+    // generic fusion cannot pull a producer into, so the value is computed into memory
+    // (a producer left without users could be fused away or skipped).
+    for (const Value** operand : {&e.bias, &e.addend, &e.mask})
+      if (*operand) {
+        Node* view = g_.add(OpKind::Reshape, {const_cast<Value*>(*operand)},
+                            {{"shape", (*operand)->type().shape}}, {name + ".epilogue_operand"});
+        g_.moveBefore(view, mm);
+        *operand = view->result();
+      }
+    eraseDead(maybeDead);
+    users_ = g_.computeUsers();
+    out.emplace(mm, e);
+  }
+
+  // Erases the nodes (and then their operands' producers) left without users.
+  void eraseDead(std::vector<Node*> work) {
+    auto users = g_.computeUsers();
+    while (!work.empty()) {
+      Node* n = work.back();
+      work.pop_back();
+      if (n->op() == OpKind::Input || n->numResults() != 1 || outputs_.count(n->result()) ||
+          !users[n->result()].empty())
+        continue;
+      for (const Value* o : n->operands()) {
+        auto& us = users[o];
+        us.erase(std::find(us.begin(), us.end(), n));
+        work.push_back(o->def());
+      }
+      g_.erase(n);
+    }
+  }
+
+  Graph& g_;
+  std::unordered_map<const Value*, std::vector<Node*>> users_;
+  std::unordered_set<const Value*> outputs_;
+};
+
+}  // namespace
+
+std::vector<const Value*> FoldedEpilogue::operands() const {
+  std::vector<const Value*> out;
+  for (const Value* v : {bias, addend, mask})
+    if (v) out.push_back(v);
+  return out;
+}
+
+void FoldedEpilogue::applyTo(codegen::GemmDesc& d) const {
+  d.alpha *= alpha;
+  d.epilogue = stages;
+  if (stages.addend) {
+    d.epilogue.ldAddend = d.ldc;
+    d.epilogue.strideAddend = d.strideC;
+  }
+  if (stages.mask != GemmMask::none) {
+    d.epilogue.ldMask = d.ldc;
+    d.epilogue.strideMask = d.strideC;
+  }
+}
+
+GemmEpilogues foldGemmEpilogues(Graph& g) { return Folder(g).run(); }
+
+codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmEpilogue& e, void* const* ptrs) {
+  codegen::GemmEpilogueOperands ops;
+  size_t i = 0;
+  if (e.bias) ops.bias = ptrs[i++];
+  if (e.addend) ops.addend = ptrs[i++];
+  if (e.mask != GemmMask::none) ops.mask = ptrs[i++];
+  return ops;
+}
+
+}  // namespace tgc::runtime

@@ -1,0 +1,60 @@
+// Folding elementwise ops that follow a matmul into the GEMM's epilogue
+// (codegen/gemm_epilogue.h), on the graph the executable is about to launch (after autodiff
+// and the training step are built).
+//
+// A matmul whose result has one user starts a chain; each next node joins while the value
+// it consumes has exactly that one user and is not a graph output, and it matches the next
+// epilogue stage (stages only go forward: bias, addend, activation, scale, mask):
+//
+//   mul(mm, c)             c a scalar constant, right after the matmul: alpha *= c
+//   add(v, bias)           bias of n elements ([n] or [1, ..., n]) broadcast over rows
+//   add(v, r)              r of v's exact type: the addend (residuals, gradient sums)
+//   relu(v), gelu(v)       the activation (gelu with approximate "none" or "tanh")
+//   mul(v, c)              c a scalar constant: the scale
+//   where(gt(h, 0), v, 0)  the ReLU gradient dH * (H > 0): mask h, kept where h > 0
+//   where(m, v, 0)         m a bool of v's shape: kept where m is true
+//
+// (add, mul and the scalar constants match in either operand order.) The chain becomes
+// the matmul alone, moved to where its last node was (so every epilogue operand is
+// computed before it), under the last node's name; the table says which epilogue each
+// folded matmul runs and which values feed it.
+//
+// Autodiff's ReLU rule tests the pre-activation (gt(y, 0) with h = relu(y)), which would
+// keep y alive for the backward and stop the forward chain at the bias. gt(y, 0) is the
+// same as gt(relu(y), 0) for every y (NaN and -0 included), so those tests are first
+// rewritten to read h, which the backward keeps anyway.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/gemm.h"
+#include "ir/graph.h"
+
+namespace tgc::runtime {
+
+struct FoldedEpilogue {
+  codegen::GemmEpilogue stages;  // layouts of addend and mask: those of C (set by applyTo)
+  double alpha = 1.0;            // folded scalar factor of the product
+  const Value* bias = nullptr;
+  const Value* addend = nullptr;
+  const Value* mask = nullptr;
+
+  // The values the GEMM launch reads besides A and B, in the order epilogueOperands takes
+  // their pointers: bias, addend, mask (the present ones).
+  std::vector<const Value*> operands() const;
+  // Sets d's epilogue and alpha; d is the node's GemmDesc as the executable derives it
+  // (addend and mask are contiguous values of C's shape, so they share C's layout).
+  void applyTo(codegen::GemmDesc& d) const;
+};
+
+// Matmul node -> its epilogue, for the nodes folded.
+using GemmEpilogues = std::unordered_map<const Node*, FoldedEpilogue>;
+
+// Rewrites g as described above; returns the folded matmuls.
+GemmEpilogues foldGemmEpilogues(Graph& g);
+
+// The epilogue operands of a launch from its pointers to operands() in order.
+codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmEpilogue& e, void* const* ptrs);
+
+}  // namespace tgc::runtime
