@@ -10,17 +10,7 @@ namespace tgc::runtime::cuda {
 
 namespace {
 
-// Constants of cuda.h used here (checked against it by cuda_driver_abi_test).
-constexpr CUresult kSuccess = 0;
-constexpr CUresult kErrorNoDevice = 100;
-constexpr int kAttrMaxSharedPerBlock = 8;
-constexpr int kAttrMultiprocessors = 16;
-constexpr int kAttrCcMajor = 75;
-constexpr int kAttrCcMinor = 76;
-constexpr int kAttrMaxSharedPerBlockOptin = 97;
-constexpr unsigned kStreamNonBlocking = 0x1;
-constexpr unsigned kEventDefault = 0x0;
-constexpr int kFuncAttrMaxDynamicShared = 8;
+using namespace abi;
 
 // The entry points, by their versioned symbol names (cuda.h maps cuMemAlloc to
 // cuMemAlloc_v2 and so on; the unversioned symbols are the old ABI).

@@ -7,8 +7,8 @@
 //
 // The few driver types are declared here (CUresult is an int, handles are opaque
 // pointers, device pointers 64-bit integers) instead of taken from the toolkit's cuda.h, so
-// this file builds without the toolkit; tests/runtime/cuda_driver_abi_test.cpp checks the
-// constants against cuda.h when the toolkit is there.
+// this file builds without the toolkit; tests/runtime/cuda_driver_test.cpp checks the
+// types and constants against cuda.h when the toolkit is there.
 //
 // Every failing call throws CudaError with the driver's name for the code (cuGetErrorName)
 // and what was being done. Without the library, with a driver that fails to initialize or
@@ -32,6 +32,21 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+
+// The constants of cuda.h the wrapper uses (checked against cuda.h by cuda_driver_test
+// when the toolkit is there).
+namespace abi {
+inline constexpr CUresult kSuccess = 0;
+inline constexpr CUresult kErrorNoDevice = 100;
+inline constexpr int kAttrMaxSharedPerBlock = 8;
+inline constexpr int kAttrMultiprocessors = 16;
+inline constexpr int kAttrCcMajor = 75;
+inline constexpr int kAttrCcMinor = 76;
+inline constexpr int kAttrMaxSharedPerBlockOptin = 97;
+inline constexpr unsigned kStreamNonBlocking = 0x1;
+inline constexpr unsigned kEventDefault = 0x0;
+inline constexpr int kFuncAttrMaxDynamicShared = 8;
+}  // namespace abi
 
 class CudaError : public std::runtime_error {
  public:
