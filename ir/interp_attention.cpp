@@ -1,16 +1,232 @@
-// Reference kernels of fused_attention and its gradient (ir/fused_ops.h).
-// Placeholder until the attention work lands: refuses to run.
+// Reference kernels of fused_attention and its gradient (ir/fused_ops.h): for each batch
+// entry and query row, the scores over the allowed keys, computed in double and rounded to
+// the result dtype on store. Slow and plain on purpose: it is the oracle of the CPU kernels.
+//
+// The dropout keep test and factor copy the unfused graph's roundings so that fused and
+// unfused agree on every kept element: the frontend's dropout is
+//   where(ge(philox_uniform(seed, offset), p), x * (1 / (1 - p)), 0)
+// with p and 1 / (1 - p) constants of x's dtype, so the interpreter compares the uniform value
+// (rounded to the dtype) with p rounded to the dtype, and multiplies by the factor rounded to
+// the dtype. Under promote_to_f64 that dtype is f64 and nothing is rounded.
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+
 #include "ir/interp_fused.h"
+#include "ir/philox.h"
 
 namespace tgc {
+namespace {
 
-void referenceFusedAttention(const Node& n, const RefOperands&, std::vector<Tensor>&) {
-  throw IRError(fmt::format("{}: the interpreter cannot run fused_attention yet", describeNode(n)));
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+[[noreturn]] void fail(const Node& n, const std::string& msg) {
+  throw IRError(fmt::format("{}: {}", describeNode(n), msg));
 }
-void referenceFusedAttentionGrad(const Node& n, const RefOperands&, std::vector<Tensor>&) {
-  throw IRError(fmt::format("{}: the interpreter cannot run fused_attention_grad yet", describeNode(n)));
+
+// Rounds doubles as a tensor of `dtype` stores them.
+class Rounder {
+ public:
+  explicit Rounder(DType dt) : scratch_(TensorType{dt, {}}) {}
+  double operator()(double v) {
+    if (scratch_.dtype() == DType::f64) return v;
+    scratch_.setF(0, v);
+    return scratch_.getF(0);
+  }
+
+ private:
+  Tensor scratch_;
+};
+
+// The attributes, sizes and optional operands both kernels share. `extra` is the index of the
+// first optional operand (3 for the forward, 6 for the gradient).
+struct Attention {
+  double scale = 1;
+  bool causal = false;
+  int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  // Mask: per-batch base offset and the strides of i and j in the mask (0 where broadcast).
+  const Tensor* mask = nullptr;
+  std::vector<int64_t> maskBase;
+  int64_t maskStrideI = 0, maskStrideJ = 0;
+  // Dropout.
+  double pDrop = 0;
+  uint64_t seed = 0, offset = 0;
+  double keepThreshold = 0, keepFactor = 1;
+  Rounder round{DType::f64};
+
+  Attention(const Node& n, const RefOperands& in, size_t extra, DType dtype) : round(dtype) {
+    scale = n.attrFloat("scale");
+    causal = n.attrBool("causal");
+    pDrop = n.attrFloat("p_drop");
+    const bool hasMask = n.attrBool("has_mask");
+    const size_t want = extra + (hasMask ? 1 : 0) + (pDrop > 0 ? 2 : 0);
+    if (in.size() != want)
+      fail(n, fmt::format("has {} operands; has_mask={} and p_drop={} need {}", in.size(),
+                          hasMask, pDrop, want));
+    const Shape &qs = in[0]->shape(), &ks = in[1]->shape(), &vs = in[2]->shape();
+    const size_t r = qs.size();
+    if (r < 2 || ks.size() != r || vs.size() != r)
+      fail(n, "q, k and v must have one rank >= 2");
+    for (size_t i = 0; i + 2 < r; ++i) {
+      if (ks[i] != qs[i] || vs[i] != qs[i]) fail(n, "q, k and v must have equal batch dims");
+      batch *= qs[i];
+    }
+    tq = qs[r - 2];
+    tk = ks[r - 2];
+    d = qs[r - 1];
+    dv = vs[r - 1];
+    if (ks[r - 1] != d || vs[r - 2] != tk) fail(n, "k must be [..., Tk, D] and v [..., Tk, Dv]");
+    if (causal && tq != tk) fail(n, "causal attention needs as many queries as keys");
+    if (!(pDrop >= 0 && pDrop < 1)) fail(n, fmt::format("p_drop {} must be in [0, 1)", pDrop));
+    if (hasMask) setMask(n, *in[extra], qs);
+    if (pDrop > 0) {
+      seed = static_cast<uint64_t>(in[in.size() - 2]->getI(0));
+      offset = static_cast<uint64_t>(in[in.size() - 1]->getI(0));
+      keepThreshold = round(pDrop);
+      keepFactor = round(1.0 / (1.0 - pDrop));
+    }
+  }
+
+  void setMask(const Node& n, const Tensor& m, const Shape& qs) {
+    const Shape& ms = m.shape();
+    const size_t r = qs.size();
+    Shape full(qs.begin(), qs.end() - 1);
+    full.push_back(tk);
+    if (m.dtype() != DType::boolean || ms.size() != r)
+      fail(n, fmt::format("mask {} must be bool of rank {}", m.type().str(), r));
+    for (size_t i = 0; i < r; ++i)
+      if (ms[i] != 1 && ms[i] != full[i])
+        fail(n, fmt::format("mask {} does not broadcast to {}", m.type().str(), shapeStr(full)));
+    mask = &m;
+    std::vector<int64_t> strides = stridesOf(ms);
+    maskStrideI = ms[r - 2] == 1 ? 0 : strides[r - 2];
+    maskStrideJ = ms[r - 1] == 1 ? 0 : strides[r - 1];
+    maskBase.assign(static_cast<size_t>(batch), 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t rest = b, base = 0;
+      for (size_t dim = r - 2; dim-- > 0;) {
+        const int64_t idx = rest % full[dim];
+        rest /= full[dim];
+        if (ms[dim] != 1) base += idx * strides[dim];
+      }
+      maskBase[static_cast<size_t>(b)] = base;
+    }
+  }
+
+  bool allowed(int64_t b, int64_t i, int64_t j) const {
+    if (causal && j > i) return false;
+    if (!mask) return true;
+    return mask->getI(maskBase[static_cast<size_t>(b)] + i * maskStrideI + j * maskStrideJ) != 0;
+  }
+
+  // The dropout factor of element (b, i, j): 0 (dropped), keepFactor, or 1 without dropout.
+  double dropFactor(int64_t b, int64_t i, int64_t j) {
+    if (pDrop <= 0) return 1;
+    const auto e = static_cast<uint64_t>((b * tq + i) * tk + j);
+    return round(philoxUniformAt(seed, offset, e)) >= keepThreshold ? keepFactor : 0;
+  }
+
+  double score(const std::vector<double>& q, const std::vector<double>& k, int64_t b, int64_t i,
+               int64_t j) const {
+    double dot = 0;
+    const double* qi = &q[static_cast<size_t>((b * tq + i) * d)];
+    const double* kj = &k[static_cast<size_t>((b * tk + j) * d)];
+    for (int64_t c = 0; c < d; ++c) dot += qi[c] * kj[c];
+    return scale * dot;
+  }
+};
+
+}  // namespace
+
+void referenceFusedAttention(const Node& n, const RefOperands& in, std::vector<Tensor>& outs) {
+  Attention a(n, in, 3, outs.at(0).dtype());
+  const std::vector<double> q = in[0]->toDoubles(), k = in[1]->toDoubles(), v = in[2]->toDoubles();
+  std::vector<double> s(static_cast<size_t>(a.tk)), acc(static_cast<size_t>(a.dv));
+  std::vector<bool> ok(static_cast<size_t>(a.tk));
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t i = 0; i < a.tq; ++i) {
+      const int64_t row = b * a.tq + i;
+      double m = kNegInf;
+      for (int64_t j = 0; j < a.tk; ++j) {
+        const auto ju = static_cast<size_t>(j);
+        ok[ju] = a.allowed(b, i, j);
+        if (!ok[ju]) continue;
+        s[ju] = a.score(q, k, b, i, j);
+        if (std::isnan(s[ju]) || s[ju] > m) m = s[ju];  // NaN sticks
+      }
+      if (m == kNegInf) {  // no key allowed (or all scores -inf): zeros, lse -inf
+        outs[1].setF(row, kNegInf);
+        continue;  // outs arrive zeroed
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < a.tk; ++j)
+        if (ok[static_cast<size_t>(j)]) sum += std::exp(s[static_cast<size_t>(j)] - m);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < a.tk; ++j) {
+        if (!ok[static_cast<size_t>(j)]) continue;
+        const double p = std::exp(s[static_cast<size_t>(j)] - m) / sum * a.dropFactor(b, i, j);
+        if (p == 0) continue;
+        const double* vj = &v[static_cast<size_t>((b * a.tk + j) * a.dv)];
+        for (int64_t c = 0; c < a.dv; ++c) acc[static_cast<size_t>(c)] += p * vj[c];
+      }
+      for (int64_t c = 0; c < a.dv; ++c) outs[0].setF(row * a.dv + c, acc[static_cast<size_t>(c)]);
+      outs[1].setF(row, m + std::log(sum));
+    }
+}
+
+void referenceFusedAttentionGrad(const Node& n, const RefOperands& in, std::vector<Tensor>& outs) {
+  Attention a(n, in, 6, outs.at(0).dtype());
+  const Tensor &outT = *in[3], &lseT = *in[4], &doutT = *in[5];
+  if (outT.shape() != doutT.shape() || outT.numel() != a.batch * a.tq * a.dv ||
+      lseT.numel() != a.batch * a.tq)
+    fail(n, fmt::format("out {}, lse {} and dout {} do not fit q {} and v {}", outT.type().str(),
+                        lseT.type().str(), doutT.type().str(), in[0]->type().str(),
+                        in[2]->type().str()));
+  const std::vector<double> q = in[0]->toDoubles(), k = in[1]->toDoubles(), v = in[2]->toDoubles();
+  const std::vector<double> out = outT.toDoubles(), lse = lseT.toDoubles(), dout = doutT.toDoubles();
+  std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  std::vector<double> p(static_cast<size_t>(a.tk)), dp(static_cast<size_t>(a.tk));
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t i = 0; i < a.tq; ++i) {
+      const int64_t row = b * a.tq + i;
+      const double l = lse[static_cast<size_t>(row)];
+      if (l == kNegInf) continue;  // fully masked row: contributes nothing
+      const double* doi = &dout[static_cast<size_t>(row * a.dv)];
+      double delta = 0;
+      for (int64_t c = 0; c < a.dv; ++c) delta += doi[c] * out[static_cast<size_t>(row * a.dv + c)];
+      for (int64_t j = 0; j < a.tk; ++j) {
+        const auto ju = static_cast<size_t>(j);
+        p[ju] = 0;
+        if (!a.allowed(b, i, j)) continue;
+        p[ju] = std::exp(a.score(q, k, b, i, j) - l);
+        const double z = a.dropFactor(b, i, j);
+        const double* vj = &v[static_cast<size_t>((b * a.tk + j) * a.dv)];
+        double* dvj = &dv[static_cast<size_t>((b * a.tk + j) * a.dv)];
+        double dpz = 0;
+        for (int64_t c = 0; c < a.dv; ++c) {
+          dvj[c] += p[ju] * z * doi[c];
+          dpz += doi[c] * vj[c];
+        }
+        dp[ju] = dpz * z;
+      }
+      double* dqi = &dq[static_cast<size_t>(row * a.d)];
+      const double* qi = &q[static_cast<size_t>(row * a.d)];
+      for (int64_t j = 0; j < a.tk; ++j) {
+        const auto ju = static_cast<size_t>(j);
+        if (!a.allowed(b, i, j)) continue;
+        const double ds = a.scale * p[ju] * (dp[ju] - delta);
+        const double* kj = &k[static_cast<size_t>((b * a.tk + j) * a.d)];
+        double* dkj = &dk[static_cast<size_t>((b * a.tk + j) * a.d)];
+        for (int64_t c = 0; c < a.d; ++c) {
+          dqi[c] += ds * kj[c];
+          dkj[c] += ds * qi[c];
+        }
+      }
+    }
+  for (size_t i = 0; i < dq.size(); ++i) outs[0].setF(static_cast<int64_t>(i), dq[i]);
+  for (size_t i = 0; i < dk.size(); ++i) outs[1].setF(static_cast<int64_t>(i), dk[i]);
+  for (size_t i = 0; i < dv.size(); ++i) outs[2].setF(static_cast<int64_t>(i), dv[i]);
 }
 
 }  // namespace tgc

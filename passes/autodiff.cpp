@@ -244,8 +244,17 @@ class Differentiator {
       case OpKind::Gather:
         return accumulate(x(0), b_.scatterAdd(x(1), g, x(0)->type().shape[0]));
       case OpKind::ScatterAdd: return accumulate(x(1), b_.gather(g, x(0)));
-      case OpKind::FusedAttention:
-        break;
+      case OpKind::FusedAttention: {
+        // One backward op that recomputes the probabilities from the saved lse (result 1);
+        // the mask, seed and offset operands are passed through, not differentiated.
+        if (!wants(x(0)) && !wants(x(1)) && !wants(x(2))) return;
+        std::vector<Value*> ops = {x(0), x(1), x(2), y, n.result(1), g};
+        for (size_t i = 3; i < n.operands().size(); ++i) ops.push_back(x(i));
+        Node* grad = g_.add(OpKind::FusedAttentionGrad, ops, n.attrs(),
+                            {b_.qualify("dq"), b_.qualify("dk"), b_.qualify("dv")});
+        for (size_t i = 0; i < 3; ++i) accumulate(x(i), grad->result(i));
+        return;
+      }
       case OpKind::SoftmaxCrossEntropy: {
         // Gradient of result 0 only; result 1 (lse) is saved for the backward kernel.
         Value* d = b_.op(OpKind::SoftmaxCrossEntropyGrad, {x(0), x(1), n.result(1), g},

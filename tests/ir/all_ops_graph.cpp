@@ -72,6 +72,17 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   node(OpKind::Gather, {table, idx}, {}, "gather");
   node(OpKind::ScatterAdd, {idx, x}, {{"rows", int64_t{5}}}, "scatter");
 
+  // Fused attention with every optional operand; all results are outputs.
+  Value* keys = node(OpKind::Slice, {gt}, {{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{2}}},
+                     "attn.mask");
+  AttrMap attn{{"scale", 0.5}, {"causal", true}, {"has_mask", true}, {"p_drop", 0.25}};
+  Node* fa = g->add(OpKind::FusedAttention, {x, x, x, keys, seed, offset}, attn, {"attn", "attn.lse"});
+  Node* fag = g->add(OpKind::FusedAttentionGrad,
+                     {x, x, x, fa->result(0), fa->result(1), fa->result(0), keys, seed, offset}, attn,
+                     {"attn.dq", "attn.dk", "attn.dv"});
+  for (Node* n : {fa, fag})
+    for (size_t r = 0; r < n->numResults(); ++r) outs.push_back(n->result(r));
+
   g->setOutputs(outs);
   return g;
 }

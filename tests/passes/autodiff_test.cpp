@@ -184,6 +184,29 @@ std::vector<Case> cases() {
     c.ranges[1] = {0, 5};
     cs.push_back(c);
   }
+  // fused_attention: plain (Tq != Tk); causal with a key-padding mask that hides every key of
+  // batch 0's first query (a fully masked row); dropout with a fixed seed and offset.
+  cs.push_back(mk("fused_attention", 1e-6,
+                [](Builder& b, V x) {
+                  return b.op(OpKind::FusedAttention, {x[0], x[1], x[2]}, {{"scale", 0.7}});
+                },
+                {f64({2, 3, 4}), f64({2, 5, 4}), f64({2, 5, 3})}));
+  cs.push_back(mk("fused_attention_causal_masked", 1e-6,
+                [](Builder& b, V x) {
+                  Value* m = b.constant(TensorType{DType::boolean, {2, 1, 4}},
+                                        {0, 1, 1, 1, 1, 1, 0, 1}, "mask");
+                  return b.op(OpKind::FusedAttention, {x[0], x[1], x[2], m},
+                              {{"scale", 0.5}, {"causal", true}, {"has_mask", true}});
+                },
+                {f64({2, 4, 3}), f64({2, 4, 3}), f64({2, 4, 2})}));
+  cs.push_back(mk("fused_attention_dropout", 1e-6,
+                [](Builder& b, V x) {
+                  Value* seed = b.scalar(DType::i64, 42, "seed");
+                  Value* offset = b.scalar(DType::i64, 1000, "offset");
+                  return b.op(OpKind::FusedAttention, {x[0], x[1], x[2], seed, offset},
+                              {{"scale", 0.5}, {"p_drop", 0.4}});
+                },
+                {f64({1, 2, 6, 3}), f64({1, 2, 6, 3}), f64({1, 2, 6, 3})}));
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       cs.push_back(mk(fmt::format("matmul_ta{}_tb{}", ta, tb), 1e-6,
@@ -242,7 +265,8 @@ TEST(Autodiff, EveryFloatOpHasACase) {
       "input", "constant", "iota", "philox_uniform",      // sources
       "logical_not", "eq", "ne", "lt", "le", "gt", "ge",  // bool results
       "logical_and", "logical_or",
-      "softmax_cross_entropy_grad", "layer_norm_grad"};  // backward ops: no second derivatives
+      "softmax_cross_entropy_grad", "layer_norm_grad",  // backward ops: no second derivatives
+      "fused_attention_grad"};
   for (const OpInfo& op : allOps()) {
     if (exempt.count(op.name)) continue;
     EXPECT_TRUE(covered(op.name)) << "no gradient test for " << op.name;

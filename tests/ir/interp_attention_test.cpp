@@ -1,0 +1,169 @@
+// Interpreter: the reference fused_attention and fused_attention_grad (ir/fused_ops.h) on
+// cases small enough to work out by hand, the dropout stream against the unfused graph the
+// frontend writes, and errors that name the node.
+#include <cmath>
+
+#include "ir/builder.h"
+#include "ir/interp_fused.h"
+#include "tests/ir/interp_test_util.h"
+
+namespace tgc {
+namespace {
+
+using namespace interp_test;
+
+// Runs a fused_attention (or its gradient) node over `args`; returns every result.
+std::vector<Tensor> runFused(OpKind op, const std::vector<Tensor>& args, AttrMap attrs,
+                             InterpreterOptions opts = {}) {
+  Graph g("fused");
+  std::vector<Value*> operands;
+  std::map<std::string, Tensor> inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = fmt::format("x{}", i);
+    operands.push_back(g.add(OpKind::Input, {}, {}, {name}, {args[i].type()})->result());
+    inputs[name] = args[i];
+  }
+  Node* n = g.add(op, operands, std::move(attrs), {"r0", "r1", "r2"});
+  for (size_t r = 0; r < n->numResults(); ++r) g.addOutput(n->result(r));
+  return Interpreter(opts).run(g, inputs);
+}
+
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+INTERP_OP_TEST(FusedAttention, CausalMaskAndFullyMaskedRows) {
+  // q = [[1], [2]], k = [[0], [1]], v = identity: row i's output is its probabilities.
+  Tensor q = T(DType::f64, {2, 1}, {1, 2}), k = T(DType::f64, {2, 1}, {0, 1});
+  Tensor v = T(DType::f64, {2, 2}, {1, 0, 0, 1});
+  auto causal = runFused(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}, {"causal", true}});
+  // Row 0 sees key 0 only; row 1 has scores [0, 2].
+  const double p1 = sigmoid(2);
+  expectNear(causal[0], ty(DType::f64, {2, 2}), {1, 0, 1 - p1, p1}, 1e-15);
+  expectNear(causal[1], ty(DType::f64, {2}), {0, std::log(1 + std::exp(2.0))}, 1e-15);
+
+  // A [1, 2] mask broadcast over the rows, and a row-wise mask that hides all of row 0.
+  Tensor keyMask = TI(DType::boolean, {1, 2}, {0, 1});
+  auto masked = runFused(OpKind::FusedAttention, {q, k, v, keyMask},
+                         {{"scale", 0.5}, {"has_mask", true}});
+  expectNear(masked[0], ty(DType::f64, {2, 2}), {0, 1, 0, 1}, 1e-15);
+  expectNear(masked[1], ty(DType::f64, {2}), {0.5, 1}, 1e-15);
+  Tensor rowMask = TI(DType::boolean, {2, 1}, {0, 1});
+  auto empty = runFused(OpKind::FusedAttention, {q, k, v, rowMask},
+                        {{"scale", 1.0}, {"has_mask", true}});
+  expectNear(empty[0], ty(DType::f64, {2, 2}), {0, 0, 1 - p1, p1}, 1e-15);
+  expectNear(empty[1], ty(DType::f64, {2}), {-kInf, std::log(1 + std::exp(2.0))}, 1e-15);
+}
+
+INTERP_OP_TEST(FusedAttention, BatchDimsAndRoundingToF32) {
+  // Two batch entries [2, 1, 1, D]: each row attends to its own keys only.
+  Tensor q = T(DType::f32, {2, 1, 1, 2}, {1, 0, 0, 1});
+  Tensor k = T(DType::f32, {2, 1, 2, 2}, {1, 0, 0, 1, 1, 0, 0, 1});
+  Tensor v = T(DType::f32, {2, 1, 2, 1}, {10, 20, 30, 40});
+  auto r = runFused(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}});
+  const double s = sigmoid(1);  // weight of the key that matches the query
+  expectNear(r[0], ty(DType::f32, {2, 1, 1, 1}),
+             {roundTo(DType::f32, 10 * s + 20 * (1 - s)), roundTo(DType::f32, 30 * (1 - s) + 40 * s)},
+             1e-7);
+  expectNear(r[1], ty(DType::f32, {2, 1, 1}),
+             {roundTo(DType::f32, std::log(std::exp(1.0) + 1)),
+              roundTo(DType::f32, std::log(1 + std::exp(1.0)))},
+             1e-7);
+}
+
+// softmax(scale * q k^T) with the frontend's dropout after it, then @ v, unfused.
+Tensor unfusedDropout(const Tensor& q, const Tensor& k, const Tensor& v, double scale, double p,
+                      int64_t seed, int64_t offset, InterpreterOptions opts) {
+  Graph g("unfused");
+  Builder b(g);
+  const DType dt = q.dtype();
+  Value* qv = b.input("q", q.type()), *kv = b.input("k", k.type()), *vv = b.input("v", v.type());
+  Value* sv = b.input("seed", ty(DType::i64, {})), *ov = b.input("offset", ty(DType::i64, {}));
+  Value* w = b.softmax(b.mul(b.matmul(qv, kv, false, true), b.scalar(dt, scale)));
+  Value* u = b.philoxUniform(sv, ov, w->type());
+  Value* keep = b.binary(OpKind::Ge, u, b.scalar(dt, p));
+  w = b.where(keep, b.mul(w, b.scalar(dt, 1 / (1 - p))), b.scalar(dt, 0));
+  g.addOutput(b.matmul(w, vv));
+  return Interpreter(opts).run(g, {{"q", q}, {"k", k}, {"v", v},
+                                   {"seed", TI(DType::i64, {}, {seed})},
+                                   {"offset", TI(DType::i64, {}, {offset})}})
+      .at(0);
+}
+
+INTERP_OP_TEST(FusedAttention, DropoutMatchesTheUnfusedStream) {
+  // v = identity, so each output row shows which weights were dropped: a dropped weight is
+  // exactly 0 in both; the kept ones agree to rounding. p = 0.3 is not exact in f32, so the
+  // keep test must compare in the dtype to agree.
+  const int64_t tq = 5, tk = 6;
+  Tensor q(ty(DType::f32, {2, tq, 3})), k(ty(DType::f32, {2, tk, 3})), v(ty(DType::f32, {2, tk, tk}));
+  for (int64_t i = 0; i < q.numel(); ++i) q.setF(i, std::sin(0.7 * static_cast<double>(i)));
+  for (int64_t i = 0; i < k.numel(); ++i) k.setF(i, std::cos(0.3 * static_cast<double>(i)));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t j = 0; j < tk; ++j) v.setF((b * tk + j) * tk + j, 1);
+  const double p = 0.3;
+  for (bool promote : {false, true}) {
+    SCOPED_TRACE(promote ? "promote_to_f64" : "f32");
+    InterpreterOptions opts{.promote_to_f64 = promote};
+    Tensor want = unfusedDropout(q, k, v, 0.5, p, 1234, 99, opts);
+    auto got = runFused(OpKind::FusedAttention,
+                        {q, k, v, TI(DType::i64, {}, {1234}), TI(DType::i64, {}, {99})},
+                        {{"scale", 0.5}, {"p_drop", p}}, opts);
+    ASSERT_EQ(got[0].type(), want.type());
+    int dropped = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_EQ(got[0].getF(i) == 0, want.getF(i) == 0) << "element " << i;
+      EXPECT_NEAR(got[0].getF(i), want.getF(i), promote ? 1e-15 : 2e-7) << "element " << i;
+      dropped += want.getF(i) == 0;
+    }
+    EXPECT_GT(dropped, 5);
+    EXPECT_LT(dropped, 2 * tq * tk - 5);
+  }
+}
+
+INTERP_OP_TEST(FusedAttentionGrad, TwoKeysByHand) {
+  // q = [a], k = [[0], [1]], v = [[1], [3]]: out = 1 + 2 s with s = sigmoid(a). For dout = 1:
+  // dq = 2 s (1 - s), dk = [-a, a] 2 s (1 - s), dv = [1 - s, s].
+  const double a = 0.5, s = sigmoid(a), d = 2 * s * (1 - s);
+  Tensor q = T(DType::f64, {1, 1}, {a}), k = T(DType::f64, {2, 1}, {0, 1});
+  Tensor v = T(DType::f64, {2, 1}, {1, 3});
+  AttrMap attrs{{"scale", 1.0}};
+  auto fwd = runFused(OpKind::FusedAttention, {q, k, v}, attrs);
+  expectNear(fwd[0], ty(DType::f64, {1, 1}), {1 + 2 * s}, 1e-15);
+  auto grads = runFused(OpKind::FusedAttentionGrad,
+                        {q, k, v, fwd[0], fwd[1], T(DType::f64, {1, 1}, {1})}, attrs);
+  ASSERT_EQ(grads.size(), 3u);
+  expectNear(grads[0], ty(DType::f64, {1, 1}), {d}, 1e-14);
+  expectNear(grads[1], ty(DType::f64, {2, 1}), {-a * d, a * d}, 1e-14);
+  expectNear(grads[2], ty(DType::f64, {2, 1}), {1 - s, s}, 1e-14);
+}
+
+INTERP_OP_TEST(FusedAttentionGrad, FullyMaskedRowsGiveZeroGradients) {
+  Tensor q = T(DType::f64, {2, 1}, {1, 2}), k = T(DType::f64, {2, 1}, {0, 1});
+  Tensor v = T(DType::f64, {2, 1}, {1, 3});
+  Tensor mask = TI(DType::boolean, {2, 1}, {0, 0});
+  AttrMap attrs{{"scale", 1.0}, {"has_mask", true}};
+  auto fwd = runFused(OpKind::FusedAttention, {q, k, v, mask}, attrs);
+  expectExact(fwd[1], ty(DType::f64, {2}), {-kInf, -kInf});
+  auto grads = runFused(OpKind::FusedAttentionGrad,
+                        {q, k, v, fwd[0], fwd[1], T(DType::f64, {2, 1}, {1, -2}), mask}, attrs);
+  expectExact(grads[0], ty(DType::f64, {2, 1}), {0, 0});
+  expectExact(grads[1], ty(DType::f64, {2, 1}), {0, 0});
+  expectExact(grads[2], ty(DType::f64, {2, 1}), {0, 0});
+}
+
+INTERP_OP_TEST(FusedAttention, BadOperandsNameTheNode) {
+  Graph g;
+  Builder b(g);
+  Value* q = b.input("q", ty(DType::f32, {2, 3}));
+  Node* n = g.add(OpKind::FusedAttention, {q, q, q}, {{"scale", 1.0}}, {"attn", "attn.lse"});
+  // Tensors that do not fit the node, handed to the kernel directly (as a library kernel's
+  // test may): the checks name the node instead of reading out of bounds.
+  Tensor q23(ty(DType::f32, {2, 3})), k24(ty(DType::f32, {2, 4}));
+  std::vector<Tensor> outs{Tensor(ty(DType::f32, {2, 3})), Tensor(ty(DType::f32, {2}))};
+  std::string msg = errorOf([&] { referenceFusedAttention(*n, {&q23, &k24, &q23}, outs); });
+  EXPECT_NE(msg.find("fused_attention %attn"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("k must be"), std::string::npos) << msg;
+  msg = errorOf([&] { referenceFusedAttention(*n, {&q23, &q23}, outs); });
+  EXPECT_NE(msg.find("has 2 operands"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace tgc
