@@ -13,5 +13,7 @@ bool runCSE(Graph& g, PassContext& ctx);
 bool runConstantFold(Graph& g, PassContext& ctx);
 // canonicalize.cpp: algebraic identities and layout-op simplifications.
 bool runCanonicalize(Graph& g, PassContext& ctx);
+// fuse_cross_entropy.cpp: log_softmax + one-hot + label-smoothed NLL -> softmax_cross_entropy.
+bool runFuseCrossEntropy(Graph& g, PassContext& ctx);
 
 }  // namespace tgc

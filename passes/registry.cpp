@@ -25,6 +25,10 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "evaluate nodes whose operands are all constants with the reference interpreter",
       runConstantFold);
   add("cse", "merge nodes with the same op, operands, attributes and result types", runCSE);
+  add("fuse-cross-entropy",
+      "log_softmax, the iota == targets one-hot and the label-smoothed NLL of each row -> "
+      "softmax_cross_entropy (before autodiff)",
+      runFuseCrossEntropy);
   add("dce", "remove nodes whose results are unused and are not outputs (inputs stay)",
       runDCE);
   return m;
