@@ -13,6 +13,9 @@ bool runCSE(Graph& g, PassContext& ctx);
 bool runConstantFold(Graph& g, PassContext& ctx);
 // canonicalize.cpp: algebraic identities and layout-op simplifications.
 bool runCanonicalize(Graph& g, PassContext& ctx);
+// fuse_attention.cpp: matmul -> scale -> mask -> softmax -> (dropout) -> matmul becomes one
+// fused_attention node (runs before autodiff; passes/fusion.h runs it with the other fusions).
+bool runFuseAttention(Graph& g, PassContext& ctx);
 // fuse_cross_entropy.cpp: log_softmax + one-hot + label-smoothed NLL -> softmax_cross_entropy.
 bool runFuseCrossEntropy(Graph& g, PassContext& ctx);
 

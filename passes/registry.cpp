@@ -31,6 +31,10 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       runFuseCrossEntropy);
   add("dce", "remove nodes whose results are unused and are not outputs (inputs stay)",
       runDCE);
+  add("fuse-attention",
+      "matmul -> scale -> mask -> softmax -> (dropout) -> matmul into one fused_attention "
+      "(causal masks from iota become causal=true)",
+      runFuseAttention);
   return m;
 }
 

@@ -1,0 +1,294 @@
+// fuse-attention: scaled dot-product attention written with ordinary ops becomes one
+// fused_attention node (ir/fused_ops.h), whose gradient rule emits one fused_attention_grad,
+// so neither direction stores the [..., Tq, Tk] scores or probabilities. Runs before autodiff.
+//
+// Matched, from each softmax outwards:
+//   scores = matmul(q, k)      k transposed by transpose_b, by an explicit transpose (whose
+//                              permutation is composed, not copied) or given as [..., D, Tk];
+//                              transpose_a likewise gives q
+//   * c, / c                   splat constants, before the mask or after it (then c > 0), or on
+//                              q or k when that product is used only here: folded into `scale`
+//   masking steps              any number (passes/attention_mask.h): where(m, s, NEG),
+//                              where(m, NEG, s), s + P with P = 0 / NEG built from a bool by
+//                              constants (where, (1 - cast(m)) * NEG, ...); NEG is -inf or a
+//                              constant <= -1e4
+//   softmax                    over the last axis (the keys)
+//   dropout                    where(ge(philox_uniform(seed, offset), p), w * (1/(1-p)), 0), the
+//                              frontend's form, exactly: becomes p_drop with seed and offset
+//   matmul(weights, v)         transpose_b gives v
+// Every intermediate (scores, masked scores, weights, the dropout's values) must be used only
+// by the next step and not be a graph output, and q, k and v must have the same batch dims
+// (the matmuls do not broadcast). Otherwise the graph is left alone.
+//
+// Masks are split into conditions at logical_and. A condition computed without inputs is
+// evaluated: all true is dropped, `key <= query` becomes causal=true (no [Tq, Tk] tensor at
+// all); any other condition is the mask operand (several are joined by logical_and). So the
+// decoder's `padding and causal` becomes its [B, 1, 1, Tk] padding mask plus causal=true.
+//
+// Where the fused op differs from the graph it replaces:
+// - a query row whose every key is masked gives zeros (and lse -inf). With -inf masks the
+//   unfused softmax gives zeros too; with a finite NEG (-1e9) it gives that row uniform weights
+//   over all keys, the fused op zeros.
+// - scores are computed in double inside the op rather than rounded after the matmul and
+//   after the scale, so float32 results differ in the last bits; dropout keeps exactly the
+//   same elements with the same factor.
+// - a 0/1 float mask is recognized only when the graph shows it is 0/1 (a cast of a bool, a
+//   where between constants); a float input could hold other values, so it is left alone.
+// Nodes only the rewritten pattern used (the scores, a mask tensor now replaced by causal=true)
+// are removed; other dead code is dce's.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/attention_mask.h"
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+namespace tgc {
+namespace {
+
+class Uses {
+ public:
+  explicit Uses(const Graph& g)
+      : users_(g.computeUsers()), outputs_(g.outputs().begin(), g.outputs().end()) {}
+  // v is read by exactly one operand of one node and is not a graph output.
+  bool single(const Value* v) const {
+    auto it = users_.find(v);
+    return it != users_.end() && it->second.size() == 1 && !outputs_.count(v);
+  }
+  Node* soleUser(const Value* v) const { return single(v) ? users_.at(v)[0] : nullptr; }
+
+ private:
+  std::unordered_map<const Value*, std::vector<Node*>> users_;
+  std::unordered_set<const Value*> outputs_;
+};
+
+// q, k or v as the fused op needs it: `base`, transposed by `perm` when it is not empty.
+struct Operand {
+  Value* base = nullptr;
+  std::vector<int64_t> perm;
+  Shape shape;
+};
+
+Operand asIs(Value* v) { return Operand{v, {}, v->type().shape}; }
+
+// v with its last two dims swapped, composed with the transpose that made v, if any.
+Operand swapped(Value* v) {
+  const size_t r = static_cast<size_t>(v->type().rank());
+  Operand o{v, std::vector<int64_t>(r), v->type().shape};
+  for (size_t i = 0; i < r; ++i) o.perm[i] = static_cast<int64_t>(i);
+  if (v->def()->op() == OpKind::Transpose) {
+    o.base = v->def()->operand(0);
+    o.perm = v->def()->attrInts("perm");
+  }
+  std::swap(o.perm[r - 2], o.perm[r - 1]);
+  std::swap(o.shape[r - 2], o.shape[r - 1]);
+  bool identity = true;
+  for (size_t i = 0; i < r; ++i) identity = identity && o.perm[i] == static_cast<int64_t>(i);
+  if (identity) o.perm.clear();
+  return o;
+}
+
+// mul / div by a finite nonzero splat constant that keeps the other operand's type.
+std::optional<std::pair<Value*, double>> scaleStep(const Node& n) {
+  if (n.op() != OpKind::Mul && n.op() != OpKind::Div) return std::nullopt;
+  for (size_t side : {0u, 1u}) {
+    if (n.op() == OpKind::Div && side == 1) break;  // c / x is not a scale
+    Value* x = n.operand(side);
+    auto c = splatValue(n.operand(1 - side));
+    if (x->type() != n.result()->type() || !c || !std::isfinite(*c) || *c == 0) continue;
+    return std::make_pair(x, n.op() == OpKind::Div ? 1 / *c : *c);
+  }
+  return std::nullopt;
+}
+
+struct Match {
+  Node* out = nullptr;  // the matmul with v, whose result the fused op replaces
+  Operand q, k, v;
+  double scale = 1;
+  std::vector<Conjunct> masks;
+  Value *seed = nullptr, *offset = nullptr;
+  double pDrop = 0;
+};
+
+// The frontend's dropout of the weights w, starting at its multiplication `mul`; returns the
+// dropped weights.
+Value* matchDropout(const Node& mul, const Value* w, const Uses& uses, Match& m) {
+  if (mul.op() != OpKind::Mul || mul.result()->type() != w->type()) return nullptr;
+  auto inv = splatValue(mul.operand(mul.operand(0) == w ? 1 : 0));
+  Node* sel = uses.soleUser(mul.result());
+  if (!inv || !sel || sel->op() != OpKind::Where || sel->operand(1) != mul.result() ||
+      sel->result()->type() != w->type() || splatValue(sel->operand(2)) != 0.0)
+    return nullptr;
+  Value* keep = sel->operand(0);
+  const Node& ge = *keep->def();
+  if (!uses.single(keep) || ge.op() != OpKind::Ge) return nullptr;
+  Value* u = ge.operand(0);
+  auto p = splatValue(ge.operand(1));
+  if (!uses.single(u) || u->def()->op() != OpKind::PhiloxUniform || u->type() != w->type() || !p ||
+      !(*p > 0 && *p < 1) || *inv != 1.0 / (1.0 - *p))
+    return nullptr;
+  m.seed = u->def()->operand(0);
+  m.offset = u->def()->operand(1);
+  m.pDrop = *p;
+  return sel->result();
+}
+
+std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
+  const Value* w = softmax.result();
+  const int64_t rank = w->type().rank();
+  if (rank < 2 || !isFloat(w->type().dtype) ||
+      normalizeAxis(softmax.attrInt("axis"), rank) != rank - 1)
+    return std::nullopt;
+  Match m;
+  // Forward: optional dropout, then weights @ v.
+  const Value* weights = w;
+  Node* next = uses.soleUser(w);
+  if (next && next->op() == OpKind::Mul) {
+    weights = matchDropout(*next, w, uses, m);
+    next = weights ? uses.soleUser(weights) : nullptr;
+  }
+  if (!next || next->op() != OpKind::MatMul || next->operand(0) != weights ||
+      next->attrBool("transpose_a"))
+    return std::nullopt;
+  m.out = next;
+  m.v = next->attrBool("transpose_b") ? swapped(next->operand(1)) : asIs(next->operand(1));
+
+  // Backward: masks and scales down to the scores matmul. `after` is the product of the scales
+  // applied after the current step, which a mask's penalty goes through.
+  Value* cur = softmax.operand(0);
+  double after = 1;
+  while (true) {
+    if (!uses.single(cur)) return std::nullopt;
+    const Node& n = *cur->def();
+    if (n.op() == OpKind::MatMul) break;
+    if (auto s = scaleStep(n)) {
+      m.scale *= s->second;
+      after *= s->second;
+      cur = s->first;
+    } else if (auto k = maskStep(n)) {
+      if (!(after > 0 && k->penalty * after <= kMaskPenalty)) return std::nullopt;
+      splitConjuncts(k->allowed, m.masks);
+      cur = k->scores;
+    } else {
+      return std::nullopt;
+    }
+  }
+  const Node& scores = *cur->def();
+  Value* a = scores.operand(0);
+  Value* b = scores.operand(1);
+  for (Value** x : {&a, &b})
+    if (auto s = uses.single(*x) ? scaleStep(*(*x)->def()) : std::nullopt) {
+      m.scale *= s->second;
+      *x = s->first;
+    }
+  m.q = scores.attrBool("transpose_a") ? swapped(a) : asIs(a);
+  m.k = scores.attrBool("transpose_b") ? asIs(b) : swapped(b);
+  if (!std::isfinite(m.scale)) return std::nullopt;
+
+  // One rank and equal batch dims: [..., Tq, D], [..., Tk, D], [..., Tk, Dv].
+  const Shape &qs = m.q.shape, &ks = m.k.shape, &vs = m.v.shape;
+  const auto r = static_cast<size_t>(rank);
+  if (qs.size() != r || ks.size() != r || vs.size() != r) return std::nullopt;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (ks[i] != qs[i] || vs[i] != qs[i]) return std::nullopt;
+  return m;
+}
+
+// Erases `start` if it is dead, then every node that only it (transitively) kept alive.
+void eraseDeadFrom(Graph& g, Node* start) {
+  std::unordered_map<const Value*, size_t> uses;
+  for (const auto& [v, users] : g.computeUsers()) uses[v] = users.size();
+  for (const Value* o : g.outputs()) ++uses[o];
+  std::vector<Node*> work{start};
+  std::unordered_set<const Node*> erased;
+  while (!work.empty()) {
+    Node* n = work.back();
+    work.pop_back();
+    if (erased.count(n) || n->op() == OpKind::Input) continue;
+    bool dead = true;
+    for (size_t r = 0; r < n->numResults(); ++r) dead = dead && uses[n->result(r)] == 0;
+    if (!dead) continue;
+    for (Value* o : n->operands()) {
+      --uses[o];
+      work.push_back(o->def());
+    }
+    erased.insert(n);
+    g.erase(n);
+  }
+}
+
+void rewrite(Graph& g, const Match& m) {
+  Node* out = m.out;
+  const std::string name = out->result()->name();
+  const size_t rank = static_cast<size_t>(out->result()->type().rank());
+  const int64_t tq = m.q.shape[rank - 2], tk = m.k.shape[rank - 2];
+  std::vector<Node*> added;
+  auto add = [&](OpKind op, std::vector<Value*> operands, AttrMap attrs, const std::string& suffix) {
+    added.push_back(g.add(op, std::move(operands), std::move(attrs), {name + suffix}));
+    return added.back()->result();
+  };
+  auto operand = [&](const Operand& o, const char* suffix) {
+    return o.perm.empty() ? o.base : add(OpKind::Transpose, {o.base}, {{"perm", o.perm}}, suffix);
+  };
+  std::vector<Value*> operands{operand(m.q, ".q"), operand(m.k, ".k"), operand(m.v, ".v")};
+
+  bool causal = false;
+  Value* mask = nullptr;
+  for (const Conjunct& c : m.masks) {
+    switch (classifyConstantMask(g, c, tq, tk)) {
+      case ConstantMask::AllTrue: continue;
+      case ConstantMask::Causal: causal = true; continue;
+      case ConstantMask::NotConstant:
+      case ConstantMask::Other: break;
+    }
+    Value* v = c.pred;
+    for (const Node* view : c.views) v = add(view->op(), {v}, view->attrs(), ".mask");
+    if (c.negated) v = add(OpKind::LogicalNot, {v}, {}, ".mask");
+    mask = mask ? add(OpKind::LogicalAnd, {mask, v}, {}, ".mask") : v;
+  }
+  AttrMap attrs{{"scale", m.scale}, {"causal", causal}, {"has_mask", mask != nullptr},
+                {"p_drop", m.pDrop}};
+  if (mask) {
+    Shape s = mask->type().shape;
+    if (s.size() < rank) {
+      s.insert(s.begin(), rank - s.size(), 1);
+      mask = add(OpKind::Reshape, {mask}, {{"shape", s}}, ".mask");
+    }
+    operands.push_back(mask);
+  }
+  if (m.pDrop > 0) {
+    operands.push_back(m.seed);
+    operands.push_back(m.offset);
+  }
+  g.renameValue(out->result(), name + ".unfused");  // the fused op takes over the name
+  added.push_back(g.add(OpKind::FusedAttention, operands, attrs, {name, name + ".lse"}));
+  for (Node* n : added) g.moveBefore(n, out);  // every operand is defined before `out`
+  g.replaceAllUsesWith(out->result(), added.back()->result(0));
+  eraseDeadFrom(g, out);
+}
+
+}  // namespace
+
+bool runFuseAttention(Graph& g, PassContext&) {
+  bool changed = false;
+  std::set<std::string> tried;  // softmax values already looked at (names are stable)
+  for (bool again = true; again;) {
+    again = false;
+    const Uses uses(g);
+    for (const auto& n : g.nodes()) {
+      if (n->op() != OpKind::Softmax || !tried.insert(n->result()->name()).second) continue;
+      if (auto m = matchAttention(*n, uses)) {
+        rewrite(g, *m);  // invalidates `uses` and the node list: start over
+        changed = again = true;
+        break;
+      }
+    }
+  }
+  return changed;
+}
+
+}  // namespace tgc

@@ -1,0 +1,16 @@
+// The graph fusions that run before autodiff: each rewrites ordinary ops into a fused op of
+// ir/ops.def whose gradient rule emits a fused backward op, so the backward graph is fused too.
+#pragma once
+
+#include "ir/graph.h"
+
+namespace tgc {
+
+// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp), ...
+// buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
+// (where a training step's forward is already differentiated it finds nothing: the
+// intermediates it would fuse are read by the backward). TGC_NO_FUSION=1 in the environment
+// turns it off, as it turns off the runtime's kernel fusion.
+void runForwardFusions(Graph& g);
+
+}  // namespace tgc
