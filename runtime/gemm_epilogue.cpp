@@ -1,7 +1,9 @@
 #include "runtime/gemm_epilogue.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <unordered_set>
 
 namespace tgc::runtime {
@@ -251,7 +253,11 @@ void FoldedEpilogue::applyTo(codegen::GemmDesc& d) const {
   }
 }
 
-GemmEpilogues foldGemmEpilogues(Graph& g) { return Folder(g).run(); }
+GemmEpilogues foldGemmEpilogues(Graph& g) {
+  const char* off = std::getenv("TGC_NO_GEMM_EPILOGUE");
+  if (off && *off && std::string_view(off) != "0") return {};
+  return Folder(g).run();
+}
 
 codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmEpilogue& e, void* const* ptrs) {
   codegen::GemmEpilogueOperands ops;

@@ -51,7 +51,8 @@ struct FoldedEpilogue {
 // Matmul node -> its epilogue, for the nodes folded.
 using GemmEpilogues = std::unordered_map<const Node*, FoldedEpilogue>;
 
-// Rewrites g as described above; returns the folded matmuls.
+// Rewrites g as described above; returns the folded matmuls. TGC_NO_GEMM_EPILOGUE=1 in the
+// environment turns the fold off (for comparisons).
 GemmEpilogues foldGemmEpilogues(Graph& g);
 
 // The epilogue operands of a launch from its pointers to operands() in order.

@@ -1,0 +1,283 @@
+// Folding the ops after a matmul into its GEMM epilogue (runtime/gemm_epilogue.h): which
+// chains fold (and into which stages), near-misses that must not, and compiled graphs with
+// folds against the interpreter, with and without poisoned freed memory, f32 and f64.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "runtime/executable.h"
+#include "runtime/gemm_epilogue.h"
+#include "tests/runtime/exec_test_util.h"
+
+namespace tgc {
+namespace {
+
+using codegen::GemmActivation;
+using codegen::GemmMask;
+
+// The graph text with every "T" type prefix ("T[") made the given dtype.
+std::unique_ptr<Graph> parse(std::string text, DType dt = DType::f32) {
+  const std::string name(dtypeName(dt));
+  for (size_t p = text.find("T["); p != std::string::npos; p = text.find("T[", p))
+    text.replace(p, 1, name);
+  return parseGraph(text);
+}
+
+// The FFN forward and the ReLU gradient of its backward as autodiff writes them: the test
+// reads the pre-activation %y1.
+const char* kFfn = R"(
+graph @ffn {
+  %x = input() : T[3,7,13]
+  %w1 = input() : T[13,33]
+  %b1 = input() : T[33]
+  %w2 = input() : T[33,5]
+  %dy = input() : T[3,7,5]
+  %y = matmul(%x, %w1) : T[3,7,33]
+  %y1 = add(%y, %b1) : T[3,7,33]
+  %h = relu(%y1) : T[3,7,33]
+  %o = matmul(%h, %w2) : T[3,7,5]
+  %zero = constant() {value=[0.0]} : T[]
+  %dh = matmul(%dy, %w2) {transpose_b=true} : T[3,7,33]
+  %pos = gt(%y1, %zero) : bool[3,7,33]
+  %dy1 = where(%pos, %dh, %zero) : T[3,7,33]
+  return %o, %dy1
+}
+)";
+
+// Every stage at once, batched like attention: alpha, bias, addend, gelu (tanh), scale and
+// a bool mask.
+const char* kAllStages = R"(
+graph @all {
+  %a = input() : T[2,3,5,9]
+  %b = input() : T[2,3,11,9]
+  %bias = input() : T[11]
+  %r = input() : T[2,3,5,11]
+  %m = input() : bool[2,3,5,11]
+  %z = matmul(%a, %b) {transpose_b=true} : T[2,3,5,11]
+  %c2 = constant() {value=[0.25]} : T[]
+  %s = mul(%c2, %z) : T[2,3,5,11]
+  %t = add(%bias, %s) : T[2,3,5,11]
+  %u = add(%t, %r) : T[2,3,5,11]
+  %g = gelu(%u) {approximate="tanh"} : T[2,3,5,11]
+  %c3 = constant() {value=[-1.5]} : T[]
+  %v = mul(%g, %c3) : T[2,3,5,11]
+  %zero = constant() {value=[0.0]} : T[]
+  %w = where(%m, %v, %zero) : T[2,3,5,11]
+  return %w
+}
+)";
+
+// Gradient sums: each product adds the one before (as autodiff sums the gradients of a
+// value used three times), with a GELU (erf) forward whose output feeds a GEMM.
+const char* kSums = R"(
+graph @sums {
+  %x = input() : T[4,6,10]
+  %w = input() : T[10,17]
+  %bias = input() : T[1,17]
+  %d1 = input() : T[4,6,17]
+  %v = input() : T[17,10]
+  %p = matmul(%x, %w) : T[4,6,17]
+  %q = add(%p, %bias) : T[4,6,17]
+  %g = gelu(%q) : T[4,6,17]
+  %a1 = matmul(%g, %v) : T[4,6,10]
+  %a2 = matmul(%d1, %v) : T[4,6,10]
+  %s1 = add(%a1, %a2) : T[4,6,10]
+  %a3 = matmul(%x, %w) : T[4,6,17]
+  %a4 = matmul(%a3, %v) : T[4,6,10]
+  %s2 = add(%s1, %a4) : T[4,6,10]
+  return %s2
+}
+)";
+
+struct Counts {
+  int gemms, kernels;
+};
+
+// Compiles g with and without poisoning, checks every output against the interpreter and
+// the launch counts.
+void expectMatches(const Graph& g, Counts want) {
+  auto in = testing::randomInputs(g, 5);
+  auto ref = Interpreter().run(g, in);
+  const bool f64 = g.outputs()[0]->type().dtype == DType::f64;
+  const double tol = f64 ? 1e-12 : 2e-5;
+  for (bool poison : {false, true}) {
+    SCOPED_TRACE(poison ? "poisoned" : "plain");
+    runtime::ExecOptions o = testing::testExecOptions();
+    o.poisonFreed = poison;
+    auto exe = runtime::Executable::compile(g, o);
+    EXPECT_EQ(exe->stats().gemms, want.gemms);
+    EXPECT_EQ(exe->stats().kernels, want.kernels);
+    auto got = exe->run(in);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(testing::allClose(got[i], ref[i], tol, tol)) << "output " << i;
+  }
+}
+
+TEST(GemmEpilogueFold, FfnForwardAndReluGradient) {
+  auto g = parse(kFfn);
+  auto folded = runtime::foldGemmEpilogues(*g);
+  ASSERT_EQ(folded.size(), 2u);
+  int relu = 0, mask = 0;
+  for (const auto& [mm, e] : folded) {
+    if (e.stages.activation == GemmActivation::relu) {
+      ++relu;
+      EXPECT_TRUE(e.stages.bias);
+      EXPECT_EQ(mm->result()->name(), "h");
+    }
+    if (e.stages.mask == GemmMask::positive) {
+      ++mask;
+      EXPECT_EQ(mm->result()->name(), "dy1");
+    }
+  }
+  EXPECT_EQ(relu, 1);
+  EXPECT_EQ(mask, 1);
+  EXPECT_EQ(g->findValue("y1"), nullptr);  // the pre-activation is gone
+  EXPECT_EQ(g->findValue("pos"), nullptr);
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    expectMatches(*parse(kFfn, dt), {3, 0});
+  }
+}
+
+TEST(GemmEpilogueFold, EveryStageInOneGemm) {
+  auto g = parse(kAllStages);
+  auto folded = runtime::foldGemmEpilogues(*g);
+  ASSERT_EQ(folded.size(), 1u);
+  const runtime::FoldedEpilogue& e = folded.begin()->second;
+  EXPECT_EQ(e.alpha, 0.25);
+  EXPECT_TRUE(e.stages.bias);
+  EXPECT_TRUE(e.stages.addend);
+  EXPECT_EQ(e.stages.activation, GemmActivation::geluTanh);
+  EXPECT_EQ(e.stages.scale, -1.5);
+  EXPECT_EQ(e.stages.mask, GemmMask::nonzero);
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    expectMatches(*parse(kAllStages, dt), {1, 0});
+  }
+}
+
+TEST(GemmEpilogueFold, GradientSumsAndGelu) {
+  // p + bias and the gelu fold (nothing else reads the pre-activation); a1 takes a2 as
+  // its addend and a4 takes s1; a2 and a3 stay plain: five GEMMs, no kernels.
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    expectMatches(*parse(kSums, dt), {5, 0});
+  }
+}
+
+// Each near-miss compiles with the same launches as with the fold off, and matches.
+void expectNoFold(const std::string& text, int kernels) {
+  auto g = parse(text);
+  EXPECT_TRUE(runtime::foldGemmEpilogues(*parse(text)).empty());
+  expectMatches(*g, {1, kernels});
+}
+
+TEST(GemmEpilogueFold, NearMissesDoNotFold) {
+  // The product is also an output.
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %c = input() : T[7]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = add(%p, %c) : T[5,7]
+    return %p, %q
+  })", 1);
+  // The product has two users.
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = relu(%p) : T[5,7]
+    %r = mul(%p, %q) : T[5,7]
+    return %r
+  })", 1);
+  // A per-row vector is no bias, and the sum has another type than the product.
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %c = input() : T[5,1]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = add(%p, %c) : T[5,7]
+    return %q
+  })", 1);
+  // Broadcasting the product: the result is larger than C.
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %c = input() : T[2,5,7]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = add(%p, %c) : T[2,5,7]
+    return %q
+  })", 1);
+  // The zero is in the other branch of the where, and a non-constant factor.
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %m = input() : bool[5,7]
+    %s = input() : T[5,7]
+    %zero = constant() {value=[0.0]} : T[]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = where(%m, %zero, %p) : T[5,7]
+    %r = mul(%q, %s) : T[5,7]
+    return %r
+  })", 1);
+  // A non-zero else value.
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %m = input() : bool[5,7]
+    %one = constant() {value=[1.0]} : T[]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = where(%m, %p, %one) : T[5,7]
+    return %q
+  })", 1);
+}
+
+TEST(GemmEpilogueFold, ChainsStopWhereAValueIsNeededInMemory) {
+  // The pre-activation of a GELU is read by its gradient: the bias folds, the GELU stays.
+  const char* text = R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %c = input() : T[7]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = add(%p, %c) : T[5,7]
+    %h = gelu(%q) : T[5,7]
+    %d = mul(%q, %h) : T[5,7]
+    return %h, %d
+  })";
+  auto g = parse(text);
+  auto folded = runtime::foldGemmEpilogues(*g);
+  ASSERT_EQ(folded.size(), 1u);
+  EXPECT_EQ(folded.begin()->second.stages.activation, GemmActivation::none);
+  EXPECT_TRUE(folded.begin()->second.stages.bias);
+  expectMatches(*parse(text), {1, 2});
+  // Stages only go forward: a bias after the activation is a kernel of its own.
+  const char* late = R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %c = input() : T[7]
+    %p = matmul(%a, %b) : T[5,7]
+    %h = relu(%p) : T[5,7]
+    %q = add(%h, %c) : T[5,7]
+    return %q
+  })";
+  auto g2 = parse(late);
+  auto folded2 = runtime::foldGemmEpilogues(*g2);
+  ASSERT_EQ(folded2.size(), 1u);
+  EXPECT_FALSE(folded2.begin()->second.stages.bias);
+  expectMatches(*parse(late), {1, 1});
+}
+
+TEST(GemmEpilogueFold, OffSwitch) {
+  setenv("TGC_NO_GEMM_EPILOGUE", "1", 1);
+  auto g = parse(kFfn);
+  EXPECT_TRUE(runtime::foldGemmEpilogues(*g).empty());
+  unsetenv("TGC_NO_GEMM_EPILOGUE");
+}
+
+}  // namespace
+}  // namespace tgc
