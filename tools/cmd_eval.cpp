@@ -3,8 +3,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,7 @@ void addDecodeOptions(CLI::App* cmd, std::string& checkpoint, std::string& model
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, model, data;
+  std::string checkpoint, model, data, hypotheses;
   int beam = 1;
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 128, limit = 0;
@@ -80,6 +82,12 @@ int runEval(const EvalArgs& a) {
              used, c.step, spec.describe(), d.test.empty() ? "validation split" : "test split",
              100 * r.exactMatch, r.bleu, r.sentences,
              a.beam == 1 ? std::string("greedy") : fmt::format("beam {}", a.beam), r.seconds);
+  if (!a.hypotheses.empty()) {
+    // One hypothesis per line, in the split's order (for scoring with other tools).
+    std::ofstream f(a.hypotheses, std::ios::trunc);
+    for (const std::string& h : r.hypotheses) f << h << "\n";
+    if (!f.flush()) throw std::runtime_error("cannot write " + a.hypotheses);
+  }
   for (int64_t i = 0; i < std::min<int64_t>(a.show, r.sentences); ++i) {
     const size_t k = static_cast<size_t>(i * (r.sentences - 1) / std::max<int64_t>(1, std::min<int64_t>(a.show, r.sentences) - 1));
     const bool ok = r.hypotheses[k] == split[k].tgtText;
@@ -102,6 +110,8 @@ void registerEval(CLI::App& app) {
   cmd->add_option("--limit", a->limit, "Score only the first N sentences (0: all)")
       ->option_text("N")
       ->capture_default_str();
+  cmd->add_option("--hypotheses", a->hypotheses, "Write the translations, one per line, to FILE")
+      ->option_text("FILE");
   cmd->add_option("--show", a->show, "Examples printed, spread over the split")->capture_default_str();
   cmd->callback([a] {
     try {
