@@ -289,29 +289,17 @@ class Differentiator {
     return b_.add(left, right);
   }
 
+  // One layer_norm_grad node (dx, dgamma, dbeta): its kernel recomputes mean and rstd per row
+  // instead of saving them, and reads x and dy once.
   void layerNormGrad(const Node& n, Value* g) {
     Value* x = n.operand(0), *gamma = n.operand(1), *beta = n.operand(2);
-    int64_t rank = x->type().rank();
-    double d = static_cast<double>(x->type().shape.back());
-    // Recompute the normalized input: xhat = (x - mean) * rstd.
-    Value* mean = b_.reduce(OpKind::ReduceMean, x, {-1}, true, "mean");
-    Value* xc = b_.sub(x, mean, "centered");
-    Value* var = b_.reduce(OpKind::ReduceMean, b_.mul(xc, xc), {-1}, true, "var");
-    Value* rstd = b_.unary(OpKind::Rsqrt, b_.add(var, scalar(x, n.attrFloat("eps"))), "rstd");
-    Value* xhat = b_.mul(xc, rstd, "xhat");
-    std::vector<int64_t> lead;
-    for (int64_t i = 0; i < rank - 1; ++i) lead.push_back(i);
-    auto sumLead = [&](Value* v) { return lead.empty() ? v : b_.reduce(OpKind::ReduceSum, v, lead); };
-    if (wants(gamma)) accumulate(gamma, sumLead(b_.mul(g, xhat)));
-    if (wants(beta)) accumulate(beta, sumLead(g));
-    if (!wants(x)) return;
-    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-    Value* dxhat = b_.mul(g, gamma);
-    Value* m1 = b_.reduce(OpKind::ReduceSum, dxhat, {-1}, true);
-    Value* m2 = b_.reduce(OpKind::ReduceSum, b_.mul(dxhat, xhat), {-1}, true);
-    Value* inv = scalar(x, 1.0 / d);
-    Value* inner = b_.sub(b_.sub(dxhat, b_.mul(m1, inv)), b_.mul(xhat, b_.mul(m2, inv)));
-    accumulate(x, b_.mul(rstd, inner));
+    if (!wants(x) && !wants(gamma) && !wants(beta)) return;
+    const std::string name = b_.qualify("layer_norm_grad");
+    Node* d = b_.graph().add(OpKind::LayerNormGrad, {x, gamma, g}, {{"eps", n.attrFloat("eps")}},
+                             {name + ".dx", name + ".dgamma", name + ".dbeta"});
+    accumulate(x, d->result(0));
+    accumulate(gamma, d->result(1));
+    accumulate(beta, d->result(2));
   }
 
   void matmulGrad(const Node& n, Value* g) {
