@@ -54,6 +54,13 @@ class Analyzer {
     });
     findSpread(k_.body, a);
 
+    if (flatNest(k_.body, a)) {
+      a.mapping = a.launch.mapping = Mapping::ThreadPerElement;
+      a.launch.blockThreads = kMaxBlockThreads;
+      for (const Stmt* l : a.flatLoops) a.launch.elementsPerIteration *= l->extent;
+      a.spread.clear();
+      return a;
+    }
     int64_t widest = 0;
     for (const auto& [s, info] : a.spread) widest = std::max(widest, s->extent);
     if (widest >= 32) {
@@ -97,8 +104,9 @@ class Analyzer {
 
   // Private to an iteration: first referenced by an assignment at the top of the body
   // that does not read it.
-  bool isPrivate(const Stmt& loop, int v) {
-    for (const auto& s : loop.body) {
+  bool isPrivate(const Stmt& loop, int v) { return isPrivateIn(loop.body, v); }
+  bool isPrivateIn(const std::vector<kir::StmtP>& body, int v) {
+    for (const auto& s : body) {
       if (!references(*s, v)) continue;
       if (s->kind != StmtKind::Assign || s->var != v) return false;
       std::set<int> reads;
@@ -165,6 +173,34 @@ class Analyzer {
       if (!asReduction(loop, v, r)) return false;
       info.reductions.push_back(r);
     }
+    return true;
+  }
+
+  // The body is loops nested one in another around loop-free statements, whose locals are
+  // per-element temporaries, and the kernel loads no buffer it stores.
+  bool flatNest(const std::vector<kir::StmtP>& body, KernelAnalysis& a) {
+    const std::vector<kir::StmtP>* level = &body;
+    while (level->size() == 1 && (*level)[0]->kind == StmtKind::Loop) {
+      a.flatLoops.push_back((*level)[0].get());
+      level = &(*level)[0]->body;
+    }
+    bool flat = true;
+    std::set<int> assigned;
+    walk(*level, [&](const Stmt& s) {
+      if (s.kind == StmtKind::Loop) flat = false;
+      if (s.kind == StmtKind::Store && a.loaded[s.buffer]) flat = false;
+      if (s.kind == StmtKind::Assign) assigned.insert(s.var);
+    });
+    int64_t elements = 1;  // none or one per iteration: one thread per iteration is as good
+    for (const Stmt* l : a.flatLoops) elements *= l->extent;
+    if (elements <= 1) flat = false;
+    for (int v : assigned)
+      if (!flat || !isPrivateIn(*level, v)) flat = false;
+    if (!flat) {
+      a.flatLoops.clear();
+      return false;
+    }
+    a.flatBody = level;
     return true;
   }
 

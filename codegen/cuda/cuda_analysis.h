@@ -33,6 +33,9 @@ struct KernelAnalysis {
   // Vector loops to spread (only used under BlockPerIteration, outside other spread loops).
   std::unordered_map<const kir::Stmt*, SpreadLoop> spread;
   std::vector<bool> loaded;  // per buffer: some expression loads it
+  // ThreadPerElement: the perfect nest's loops, outermost first, and the statements inside.
+  std::vector<const kir::Stmt*> flatLoops;
+  const std::vector<kir::StmtP>* flatBody = nullptr;
 
   // A uniform store to `buffer` (done by thread 0) needs __syncthreads() around it.
   bool storeNeedsSync(int buffer) const { return loaded[buffer]; }

@@ -94,7 +94,7 @@ bool reservedName(const std::string& s) {
   auto digitAt = [&](size_t i) { return s.size() > i && std::isdigit(static_cast<unsigned char>(s[i])); };
   const bool tempLike = s.size() > 1 && s[0] == 't' &&
                         s.find_first_not_of("0123456789", 1) == std::string::npos;
-  return words.count(s) > 0 || s.starts_with("tgc_") || s.starts_with("__") || s == "p_" ||
+  return words.count(s) > 0 || s.starts_with("tgc_") || s.starts_with("__") || s == "p_" || s == "f_" || s == "n_" ||
          (s[0] == 'b' && digitAt(1)) || tempLike;
 }
 
@@ -127,6 +127,7 @@ class Printer {
     synced_ = true;
   }
 
+  void flatNest(const std::string& p);
   void stmts(const std::vector<kir::StmtP>& body);
   void stmt(const Stmt& s);
   void loop(const Stmt& s);
@@ -180,10 +181,14 @@ std::string Printer::run(LaunchGeometry* launch) {
     if (int src = k_.buffers[i].inPlaceOf; src >= 0) shared[i] = shared[src] = true;
 
   const bool block = a_.mapping == Mapping::BlockPerIteration;
-  out_ += fmt::format("// kernel {}: parallel [0, {}), {}, {} threads per block\n", k_.name,
-                      k_.parallelExtent,
-                      block ? "one block per iteration" : "one thread per iteration",
-                      a_.launch.blockThreads);
+  const bool flat = a_.mapping == Mapping::ThreadPerElement;
+  out_ += fmt::format(
+      "// kernel {}: parallel [0, {}), {}, {} threads per block\n", k_.name, k_.parallelExtent,
+      block ? "one block per iteration"
+            : flat ? fmt::format("one thread per element ({} per iteration)",
+                                 a_.launch.elementsPerIteration)
+                   : "one thread per iteration",
+      a_.launch.blockThreads);
   out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(\n",
                       a_.launch.blockThreads, k_.name);
   for (size_t i = 0; i < k_.buffers.size(); ++i) {
@@ -202,6 +207,12 @@ std::string Printer::run(LaunchGeometry* launch) {
       line(fmt::format("{} {} = {};", regType(k_.vars[v].type), var(static_cast<int>(v)),
                        k_.vars[v].type == DType::boolean ? "false" : "0"));
   const std::string p = k_.parallelVar >= 0 ? var(k_.parallelVar) : "p_";
+  if (flat) {
+    flatNest(p);
+    indent_ = 0;
+    out_ += "}\n";
+    return out_;
+  }
   if (block)
     open(fmt::format("for (long long {0} = begin + blockIdx.x; {0} < end; {0} += gridDim.x)", p));
   else
@@ -214,6 +225,24 @@ std::string Printer::run(LaunchGeometry* launch) {
   indent_ = 0;
   out_ += "}\n";
   return out_;
+}
+
+// One grid-stride index f_ over every element of [begin, end) x the nest's loops; the
+// parallel index and each loop variable are its digits, the innermost fastest.
+void Printer::flatNest(const std::string& p) {
+  const int64_t inner = a_.launch.elementsPerIteration;
+  line(fmt::format("const long long n_ = (end - begin) * {}LL;", inner));
+  open("for (long long f_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; f_ < n_; f_ += "
+       "(long long)gridDim.x * blockDim.x)");
+  line(fmt::format("const long long {} = begin + f_ / {}LL;", p, inner));
+  int64_t stride = inner;
+  for (const Stmt* l : a_.flatLoops) {
+    stride /= l->extent;
+    const std::string quotient = stride == 1 ? "f_" : fmt::format("f_ / {}LL", stride);
+    line(fmt::format("const long long {} = {} % {}LL;", var(l->var), quotient, l->extent));
+  }
+  stmts(*a_.flatBody);
+  close();
 }
 
 void Printer::stmts(const std::vector<kir::StmtP>& body) {
@@ -484,9 +513,11 @@ std::string Printer::cast(const std::string& x, DType from, DType to) {
 }  // namespace
 
 int64_t LaunchGeometry::gridBlocks(int64_t iterations) const {
+  int64_t threads = iterations;
+  if (mapping == Mapping::ThreadPerElement) threads *= elementsPerIteration;
   int64_t blocks = mapping == Mapping::BlockPerIteration
                        ? iterations
-                       : (iterations + blockThreads - 1) / blockThreads;
+                       : (threads + blockThreads - 1) / blockThreads;
   return std::clamp<int64_t>(blocks, 1, kMaxGridBlocks);
 }
 

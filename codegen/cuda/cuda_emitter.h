@@ -15,8 +15,17 @@
 //
 // Mapping of the loop nest to the grid. Kernel IR promises two kinds of independence:
 // the parallel iterations p, and the iterations of a LoopKind::Vector loop (apart from
-// accumulating locals). Both become GPU parallelism; nothing else does, so every emitted
-// kernel computes what the CPU kernel computes:
+// accumulating locals). Both become GPU parallelism, and so does a whole loop nest whose
+// iterations cannot interact (below); so every emitted kernel computes what the CPU
+// kernel computes. The lowering sizes p for a few CPU threads (often 32..1024
+// iterations), far too few for a GPU, which is why the inner loops matter:
+//  - ThreadPerElement (elementwise kernels): the body inside p is a perfect nest of loops
+//    around loop-free statements, every local is a per-element temporary, and no buffer
+//    the kernel stores is also loaded. Then no element's work reads another's results, so
+//    p and all the loops flatten into one index over the grid, one thread per element
+//    (f -> p, i, j by division), consecutive threads on consecutive innermost elements.
+//    (This assumes, as every lowering template does, that distinct iterations store
+//    distinct elements.)
 //  - BlockPerIteration (the kernel has a Vector loop whose iterations can be spread):
 //    one thread block per parallel iteration (a grid-stride loop over blocks, so the grid
 //    may be smaller than the range). Within the block, the code outside Vector loops runs
@@ -51,15 +60,17 @@
 
 namespace tgc::codegen::cuda {
 
-enum class Mapping { ThreadPerIteration, BlockPerIteration };
+enum class Mapping { ThreadPerIteration, BlockPerIteration, ThreadPerElement };
 
 // How to launch an emitted kernel over parallel iterations [begin, end).
 struct LaunchGeometry {
   Mapping mapping = Mapping::ThreadPerIteration;
   int blockThreads = 128;  // blockDim.x (blockDim.y = blockDim.z = 1)
   int sharedBytes = 0;     // dynamic shared memory (emitted kernels use static shared only)
+  int64_t elementsPerIteration = 1;  // ThreadPerElement: threads per parallel iteration
   // gridDim.x for `iterations` = end - begin parallel iterations (at least 1 block, at most
-  // kMaxGridBlocks: the kernel's grid-stride loop covers the rest).
+  // kMaxGridBlocks: the kernel's grid-stride loop covers the rest). Blocks: one per
+  // iteration, or enough threads for one per iteration (or per element).
   int64_t gridBlocks(int64_t iterations) const;
 };
 

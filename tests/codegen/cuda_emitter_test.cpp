@@ -22,20 +22,22 @@ namespace {
 using namespace tgc::codegen::kir;
 namespace fs = std::filesystem;
 
-// y[p, i] = exp(x[p, i]) * 2 over [4, 64]: the vector loop spread over 64 threads.
+// y[p, r, i] = exp(x[p, r, i]) * 2 over [4, 3, 64]: elementwise, one thread per element.
 Kernel rowExp() {
   Kernel k;
   k.name = "enc_0_exp";
-  int x = k.addBuffer("enc.0.x", DType::f32, 256, Access::Read);
-  int y = k.addBuffer("enc.0.exp", DType::f32, 256, Access::Write);
+  int x = k.addBuffer("enc.0.x", DType::f32, 768, Access::Read);
+  int y = k.addBuffer("enc.0.exp", DType::f32, 768, Access::Write);
   k.parallelVar = k.addVar("p", DType::i64);
   k.parallelExtent = 4;
+  int r = k.addVar("r", DType::i64);
   int i = k.addVar("i", DType::i64);
-  auto idx = add(mul(varRef(k, k.parallelVar), 64), varRef(k, i));
-  k.body = {loop(i, 64,
-                 {store(y, idx, binary(BinaryOp::Mul, unary(UnaryOp::Exp, load(k, x, idx)),
-                                       constFloat(2)))},
-                 LoopKind::Vector)};
+  auto idx = add(add(mul(varRef(k, k.parallelVar), 192), mul(varRef(k, r), 64)), varRef(k, i));
+  k.body = {loop(r, 3,
+                 {loop(i, 64,
+                       {store(y, idx, binary(BinaryOp::Mul, unary(UnaryOp::Exp, load(k, x, idx)),
+                                             constFloat(2)))},
+                       LoopKind::Vector)})};
   return k;
 }
 
@@ -98,24 +100,27 @@ Kernel scalarOps() {
   return k;
 }
 
-TEST(CudaEmitter, ElementwiseSpreadOverTheBlock) {
+TEST(CudaEmitter, ElementwiseIsOneThreadPerElement) {
   LaunchGeometry g;
   EXPECT_EQ(kernelFunction(rowExp(), &g),
-            R"(// kernel enc_0_exp: parallel [0, 4), one block per iteration, 64 threads per block
-extern "C" __global__ void __launch_bounds__(64) enc_0_exp(
-    const float* __restrict__ b0_enc_0_x,  // enc.0.x f32[256]
-    float* __restrict__ b1_enc_0_exp,  // enc.0.exp f32[256]
+            R"(// kernel enc_0_exp: parallel [0, 4), one thread per element (192 per iteration), 256 threads per block
+extern "C" __global__ void __launch_bounds__(256) enc_0_exp(
+    const float* __restrict__ b0_enc_0_x,  // enc.0.x f32[768]
+    float* __restrict__ b1_enc_0_exp,  // enc.0.exp f32[768]
     long long begin, long long end) {
-  for (long long p = begin + blockIdx.x; p < end; p += gridDim.x) {
-    for (long long i = threadIdx.x; i < 64; i += blockDim.x) {
-      b1_enc_0_exp[((p * 64LL) + i)] = (expf(b0_enc_0_x[((p * 64LL) + i)]) * 2.0f);
-    }
+  const long long n_ = (end - begin) * 192LL;
+  for (long long f_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; f_ < n_; f_ += (long long)gridDim.x * blockDim.x) {
+    const long long p = begin + f_ / 192LL;
+    const long long r = f_ / 64LL % 3LL;
+    const long long i = f_ % 64LL;
+    b1_enc_0_exp[(((p * 192LL) + (r * 64LL)) + i)] = (expf(b0_enc_0_x[(((p * 192LL) + (r * 64LL)) + i)]) * 2.0f);
   }
 }
 )");
-  EXPECT_EQ(g.mapping, Mapping::BlockPerIteration);
-  EXPECT_EQ(g.blockThreads, 64);
-  EXPECT_EQ(g.gridBlocks(4), 4);
+  EXPECT_EQ(g.mapping, Mapping::ThreadPerElement);
+  EXPECT_EQ(g.blockThreads, 256);
+  EXPECT_EQ(g.elementsPerIteration, 192);
+  EXPECT_EQ(g.gridBlocks(4), 3);  // 768 threads
 }
 
 TEST(CudaEmitter, ReductionIsABlockReduction) {
