@@ -135,8 +135,10 @@ std::string renderCudaKernels(const Graph& g, const CompileOptions& o) {
   std::vector<const codegen::kir::Kernel*> ptrs;
   for (const auto& k : kernels) ptrs.push_back(&k);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto modules =
-      codegen::cuda::compileKernelModules(ptrs, codegen::cuda::Product::Ptx, o.arch);
+  codegen::cuda::NvrtcOptions options = codegen::cuda::NvrtcOptions::fromEnv();
+  if (o.no_cache) options.useCache = false;
+  const auto modules = codegen::cuda::compileKernelModules(ptrs, codegen::cuda::Product::Ptx,
+                                                           o.arch, 64, 0, options);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.emit != "ptx") {
@@ -264,8 +266,8 @@ void registerCompile(CLI::App& app) {
                   "With --target cuda: NVRTC's architecture, compute_XY for PTX (default "
                   "compute_90)");
   cmd->add_flag("--no-cache", o->no_cache,
-                "With --target cpu: compile every kernel, neither reading nor writing the "
-                "kernel cache");
+                "With --target cpu or cuda: compile every kernel, neither reading nor writing "
+                "the kernel cache");
   cmd->add_option("-o,--output", o->output, "Write the graph to this file instead of stdout");
   cmd->add_flag("--stats", o->stats, "Print parameter count, ops by kind and estimated FLOPs");
   cmd->add_flag("--list-graphs", o->list_graphs, "List the graphs of the model and exit");

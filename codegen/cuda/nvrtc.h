@@ -2,7 +2,8 @@
 //
 // tgc links no CUDA library: libnvrtc is opened with dlopen on first use (libnvrtc.so.13,
 // libnvrtc.so, then the same names under $CUDA_HOME/lib64, $CUDA_PATH/lib64 and
-// /usr/local/cuda/lib64), so one `tgc` binary runs with and without the CUDA toolkit.
+// /usr/local/cuda/lib64; $TGC_NVRTC instead names the one file to open), so one `tgc`
+// binary runs with and without the CUDA toolkit.
 // Without it, every compile throws NvrtcUnavailable saying what was tried.
 //
 // Two products:
