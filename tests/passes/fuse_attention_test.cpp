@@ -1,0 +1,245 @@
+// fuse-attention end to end in the interpreter: the graph with fused_attention (and, after
+// autodiff, fused_attention_grad) against the unfused graph it came from, forward and
+// backward, at sequence lengths 1, 7 and 64 with causal and padding masks, fully masked rows
+// and dropout, in float32 and float64. Plus the whole tiny Transformer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "frontend/frontend.h"
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "ir/verifier.h"
+#include "passes/autodiff.h"
+#include "passes/fusion.h"
+#include "passes/pass.h"
+#include "passes/passes.h"
+
+namespace tgc {
+namespace {
+
+struct Config {
+  int64_t tq, tk;
+  bool causal = false;
+  bool padding = false;  // key padding [B, 1, 1, Tk]; batch 1 pads every key
+  double pDrop = 0;
+  double penalty = -INFINITY;  // the masked score (-inf or -1e9)
+  DType dtype = DType::f32;
+};
+
+std::string describe(const Config& c) {
+  return fmt::format("Tq={} Tk={} causal={} padding={} p={} penalty={} {}", c.tq, c.tk, c.causal,
+                     c.padding, c.pDrop, c.penalty, dtypeName(c.dtype));
+}
+
+constexpr int64_t kB = 2, kH = 2, kD = 8, kDv = 5;
+
+// The frontend's attention (models/lib/nn.tg) over inputs q, k, v (and pad, seed, offset):
+// outputs out, then the gradients of sum(out * w) for q, k and v.
+std::unique_ptr<Graph> buildAttention(const Config& c, bool fuse) {
+  auto g = std::make_unique<Graph>("attn");
+  Builder b(*g);
+  const DType dt = c.dtype;
+  Value* q = b.input("q", {dt, {kB, kH, c.tq, kD}});
+  Value* k = b.input("k", {dt, {kB, kH, c.tk, kD}});
+  Value* v = b.input("v", {dt, {kB, kH, c.tk, kDv}});
+  Value* w = b.input("w", {dt, {kB, kH, c.tq, kDv}});
+  Value* s = b.mul(b.matmul(q, k, false, true), b.scalar(dt, 1 / std::sqrt(double{kD})), "scores");
+  Value* allowed = nullptr;
+  if (c.padding) allowed = b.input("pad", {DType::boolean, {kB, 1, 1, c.tk}});
+  if (c.causal) {
+    Value* rows = b.iota({DType::i64, {c.tq, c.tk}}, 0);
+    Value* cols = b.iota({DType::i64, {c.tq, c.tk}}, 1);
+    Value* causal = b.reshape(b.binary(OpKind::Le, cols, rows), {1, 1, c.tq, c.tk});
+    allowed = allowed ? b.binary(OpKind::LogicalAnd, allowed, causal) : causal;
+  }
+  if (allowed) s = b.where(allowed, s, b.scalar(dt, c.penalty));
+  Value* p = b.softmax(s, -1);
+  if (c.pDrop > 0) {
+    Value* seed = b.input("seed", {DType::i64, {}});
+    Value* offset = b.input("offset", {DType::i64, {}});
+    Value* u = b.philoxUniform(seed, offset, p->type());
+    Value* keep = b.binary(OpKind::Ge, u, b.scalar(dt, c.pDrop));
+    p = b.where(keep, b.mul(p, b.scalar(dt, 1 / (1 - c.pDrop))), b.scalar(dt, 0));
+  }
+  Value* out = b.matmul(p, v, false, false, "out");
+  Value* loss = b.reduce(OpKind::ReduceSum, b.mul(out, w), {0, 1, 2, 3}, false, "loss");
+  if (fuse) {
+    PassContext ctx;
+    EXPECT_TRUE(runFuseAttention(*g, ctx));
+  }
+  std::vector<Value*> grads = appendGradients(*g, loss, {q, k, v});
+  g->setOutputs({g->findValue("out"), grads[0], grads[1], grads[2]});
+  g->removeDeadNodes();
+  EXPECT_TRUE(verifyGraph(*g).empty());
+  return g;
+}
+
+int count(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op() == op;
+  return n;
+}
+
+std::map<std::string, Tensor> inputs(const Config& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  auto fill = [&](Shape s) {
+    Tensor t(TensorType{c.dtype, std::move(s)});
+    for (int64_t i = 0; i < t.numel(); ++i) t.setF(i, normal(rng));
+    return t;
+  };
+  std::map<std::string, Tensor> in{{"q", fill({kB, kH, c.tq, kD})},
+                                   {"k", fill({kB, kH, c.tk, kD})},
+                                   {"v", fill({kB, kH, c.tk, kDv})},
+                                   {"w", fill({kB, kH, c.tq, kDv})}};
+  if (c.padding) {
+    // Batch 0: the first key and every third after it is padding (with causal, query 0 sees
+    // no key: a fully masked row); batch 1: every key is padding.
+    Tensor pad(TensorType{DType::boolean, {kB, 1, 1, c.tk}});
+    for (int64_t j = 0; j < c.tk; ++j) pad.setI(j, j % 3 != 0);
+    in["pad"] = pad;
+  }
+  if (c.pDrop > 0) {
+    in["seed"] = Tensor(TensorType{DType::i64, {}}, {987654321.0});
+    in["offset"] = Tensor(TensorType{DType::i64, {}}, {12345.0});
+  }
+  return in;
+}
+
+// Runs both graphs and compares out, dq, dk, dv: `rel` relative to the largest value of each.
+void expectSame(const Config& c, bool promote, double rel) {
+  SCOPED_TRACE(describe(c) + (promote ? " promote_to_f64" : ""));
+  auto unfused = buildAttention(c, false);
+  auto fused = buildAttention(c, true);
+  EXPECT_EQ(count(*fused, OpKind::FusedAttention), 1);
+  EXPECT_EQ(count(*fused, OpKind::FusedAttentionGrad), 1);
+  EXPECT_EQ(count(*fused, OpKind::Softmax), 0);
+  const auto in = inputs(c, 7);
+  InterpreterOptions opts{.promote_to_f64 = promote};
+  auto want = Interpreter(opts).run(*unfused, in);
+  auto got = Interpreter(opts).run(*fused, in);
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t r = 0; r < 4; ++r) {
+    ASSERT_EQ(got[r].type(), want[r].type()) << names[r];
+    double scale = 0;
+    for (int64_t i = 0; i < want[r].numel(); ++i) scale = std::max(scale, std::fabs(want[r].getF(i)));
+    for (int64_t i = 0; i < want[r].numel(); ++i) {
+      const double g = got[r].getF(i), w = want[r].getF(i);
+      ASSERT_TRUE(std::isfinite(g)) << names[r] << "[" << i << "]";
+      ASSERT_NEAR(g, w, rel * std::max(scale, 1.0)) << names[r] << "[" << i << "]";
+    }
+  }
+}
+
+TEST(FuseAttention, MatchesTheUnfusedGraphForwardAndBackward) {
+  std::vector<Config> configs;
+  for (int64_t t : {1, 7, 64}) {
+    configs.push_back({t, t});
+    configs.push_back({t, t, true});
+    configs.push_back({t, t, true, true});
+    configs.push_back({t, t, false, true, 0.2});
+    configs.push_back({t, t, true, true, 0.1});
+  }
+  configs.push_back({1, 7, false, true});
+  configs.push_back({7, 64, false, true, 0.3});
+  configs.push_back({64, 1});
+  for (const Config& c : configs) {
+    expectSame(c, true, 1e-12);
+    expectSame(c, false, 2e-5);
+  }
+}
+
+TEST(FuseAttention, Float64GraphsAgreeToRounding) {
+  Config c{7, 7, true, true, 0.25};
+  c.dtype = DType::f64;
+  expectSame(c, false, 1e-12);
+}
+
+TEST(FuseAttention, FullyMaskedRowsGiveZerosAlsoForFiniteMasks) {
+  // With -1e9 instead of -inf the unfused softmax gives a fully masked row uniform weights
+  // (the mean of v); the fused op gives zeros, as documented in passes/fuse_attention.cpp.
+  // Rows with some allowed key agree.
+  Config c{4, 4, false, true};
+  c.penalty = -1e9;
+  c.dtype = DType::f64;
+  auto unfused = buildAttention(c, false);
+  auto fused = buildAttention(c, true);
+  const auto in = inputs(c, 3);
+  auto want = Interpreter().run(*unfused, in).at(0);
+  auto got = Interpreter().run(*fused, in).at(0);
+  const Tensor& v = in.at("v");
+  const int64_t perBatch = kH * c.tq * kDv;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    if (i < perBatch) {  // batch 0: keys 1, 2 allowed
+      EXPECT_NEAR(got.getF(i), want.getF(i), 1e-12) << i;
+      continue;
+    }
+    EXPECT_EQ(got.getF(i), 0) << i;  // batch 1: every key is padding
+    const int64_t h = (i - perBatch) / (c.tq * kDv), col = i % kDv;
+    double mean = 0;
+    for (int64_t j = 0; j < c.tk; ++j) mean += v.getF(((kH + h) * c.tk + j) * kDv + col) / c.tk;
+    EXPECT_NEAR(want.getF(i), mean, 1e-12) << i;
+  }
+}
+
+TEST(FuseAttention, NoFusionEnvironmentTurnsTheForwardFusionsOff) {
+  auto graphWithSoftmax = [&] {
+    auto g = std::make_unique<Graph>("fwd");
+    Builder b(*g);
+    Value* q = b.input("q", {DType::f32, {2, 7, 4}});
+    g->setOutputs({b.matmul(b.softmax(b.matmul(q, q, false, true)), q)});
+    return g;
+  };
+  auto g = graphWithSoftmax();
+  setenv("TGC_NO_FUSION", "1", 1);
+  runForwardFusions(*g);
+  EXPECT_EQ(count(*g, OpKind::FusedAttention), 0);
+  unsetenv("TGC_NO_FUSION");
+  runForwardFusions(*g);
+  EXPECT_EQ(count(*g, OpKind::FusedAttention), 1);
+}
+
+TEST(FuseAttention, TinyTransformerLossAndGradientsAreUnchanged) {
+  // The tiny preset's training graph (padding masks, causal decoder, cross-attention), its
+  // loss and every parameter gradient in float64, with and without the fusion.
+  ModelOptions mo;
+  mo.preset = "tiny";
+  mo.sets = {{"src_vocab", "24"}, {"tgt_vocab", "24"}};
+  mo.dims = {{"B", 2}, {"S", 5}, {"T", 4}};
+  std::vector<Tensor> results[2];
+  for (bool fuse : {false, true}) {
+    CompiledModel m = compileModelFile(TGC_SOURCE_DIR "/models/transformer.tg", mo);
+    Graph& g = *m.graph;
+    if (fuse) {
+      PassContext ctx;
+      ASSERT_TRUE(runFuseAttention(g, ctx));
+      EXPECT_EQ(count(g, OpKind::FusedAttention), 6);
+    }
+    Value* loss = g.outputs().at(static_cast<size_t>(m.loss_output));
+    std::vector<Value*> grads = appendGradients(g, loss, trainableParameters(g));
+    grads.insert(grads.begin(), loss);
+    g.setOutputs(grads);
+    std::map<std::string, Tensor> in;
+    for (const ParamInit& p : m.params) in[p.name] = initParam(p, 11);
+    // Token ids with padding (0) at the ends, so the masks matter.
+    const std::vector<double> src{5, 9, 3, 0, 0, 7, 2, 0, 0, 0}, tgt{1, 4, 6, 0, 1, 8, 0, 0};
+    in["src"] = Tensor(g.findValue("src")->type(), src);
+    in["tgt_in"] = Tensor(g.findValue("tgt_in")->type(), tgt);
+    in["tgt_out"] = Tensor(g.findValue("tgt_out")->type(), tgt);
+    for (const char* name : {"seed", "step"})
+      if (g.findValue(name)) in[name] = Tensor(g.findValue(name)->type(), {3});
+    results[fuse] = Interpreter({.promote_to_f64 = true}).run(g, in);
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t r = 0; r < results[0].size(); ++r)
+    for (int64_t i = 0; i < results[0][r].numel(); ++i)
+      ASSERT_NEAR(results[1][r].getF(i), results[0][r].getF(i), 1e-10) << "output " << r << "[" << i << "]";
+}
+
+}  // namespace
+}  // namespace tgc
