@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <unordered_set>
 
 #include "frontend/frontend.h"
 #include "frontend/model_stats.h"
@@ -71,7 +72,10 @@ opened at run time) for --arch (default compute_90), kernels grouped in modules.
 --emit it compiles every kernel to PTX (filling the cache) and says how long it took.
 
 --stats prints the parameter count, the op count by kind and an estimated FLOP count
-instead of the graph (the graph still goes to -o FILE when one is given). --params lists
+instead of the graph (the graph still goes to -o FILE when one is given). With --grad or
+--train it adds the saved activations (forward values the backward reads, bytes) and,
+compiling the step for this CPU, its launches by kind (generated kernels, GEMMs, library
+kernels; views launch nothing). --params lists
 every parameter with its type and initializer. Imports are looked up next to the importing
 file, then in each --lib DIR, then in $TGC_LIB_PATH and the built-in models/lib.
 
@@ -188,10 +192,44 @@ std::string compileForCpu(const Graph& g, const CompileOptions& o) {
   return fmt::format(
       "target cpu: {} kernel launches ({} distinct kernels, {} from the cache), {} GEMMs, {} "
       "views; arena {:.2f} MiB (buffers {:.2f} MiB, peak live {:.2f} MiB); compiled in {:.3f} "
-      "s\n",
+      "s\nlaunches per run: {} ({} generated kernels, {} GEMMs, {} library kernels)\n",
       s.kernels, s.distinctKernels, s.cacheHits, s.gemms, s.views,
       static_cast<double>(s.arenaBytes) / (1 << 20), static_cast<double>(s.bufferBytes) / (1 << 20),
-      static_cast<double>(s.peakLiveBytes) / (1 << 20), seconds);
+      static_cast<double>(s.peakLiveBytes) / (1 << 20), seconds,
+      s.kernels + s.gemms + s.libraryCalls, s.kernels, s.gemms, s.libraryCalls);
+}
+
+// --stats with --grad / --train: the activations the backward reads. A forward value is one
+// the loss depends on (computed, not an input or constant); it is saved when a node outside
+// the loss's ancestry (the backward, the optimizer) reads it. A reshape shares its operand's
+// memory, so values are counted once per underlying buffer.
+std::string savedActivations(const Graph& g) {
+  std::unordered_set<const Node*> forward;
+  std::vector<const Node*> work{g.outputs().at(0)->def()};
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (!forward.insert(n).second) continue;
+    for (const Value* v : n->operands()) work.push_back(v->def());
+  }
+  auto root = [](const Value* v) {
+    while (v->def()->op() == OpKind::Reshape) v = v->def()->operand(0);
+    return v;
+  };
+  std::unordered_set<const Value*> saved;
+  for (const auto& n : g.nodes()) {
+    if (forward.count(n.get())) continue;
+    for (const Value* v : n->operands()) {
+      const Node* d = root(v)->def();
+      if (forward.count(d) && d->op() != OpKind::Input && d->op() != OpKind::Constant)
+        saved.insert(root(v));
+    }
+  }
+  int64_t bytes = 0;
+  for (const Value* v : saved)
+    bytes += v->type().numel() * static_cast<int64_t>(dtypeSize(v->type().dtype));
+  return fmt::format("saved activations: {} forward values read by the backward, {:.2f} MiB\n",
+                     saved.size(), static_cast<double>(bytes) / (1 << 20));
 }
 
 void runCompile(const CompileOptions& o) {
@@ -237,7 +275,10 @@ void runCompile(const CompileOptions& o) {
   }
   if (o.stats) {
     fmt::print("{}", formatStats(computeStats(*m.graph)));
-    if (!o.target.empty()) fmt::print("{}", compileForCpu(*m.graph, o));
+    const bool step = o.grad || o.train;
+    if (step) fmt::print("{}", savedActivations(*m.graph));
+    // A training step's launch counts come from compiling it, with or without --target cpu.
+    if (!o.target.empty() || step) fmt::print("{}", compileForCpu(*m.graph, o));
     if (!o.output.empty()) writeOut(o.output, render(*m.graph, o.emit));
     return;
   }
@@ -269,7 +310,9 @@ void registerCompile(CLI::App& app) {
                 "With --target cpu or cuda: compile every kernel, neither reading nor writing "
                 "the kernel cache");
   cmd->add_option("-o,--output", o->output, "Write the graph to this file instead of stdout");
-  cmd->add_flag("--stats", o->stats, "Print parameter count, ops by kind and estimated FLOPs");
+  cmd->add_flag("--stats", o->stats,
+                "Print parameter count, ops by kind and estimated FLOPs; with --grad/--train "
+                "also saved activations and launches per step by kind");
   cmd->add_flag("--list-graphs", o->list_graphs, "List the graphs of the model and exit");
   cmd->add_flag("--params", o->list_params, "List the parameters with their types and initializers");
   cmd->add_flag("--grad", o->grad,
