@@ -39,13 +39,18 @@ int64_t padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 template <class T>
 using GemmFn = void (*)(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
                         const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate);
-// x[i] = exp(x[i]) for i < n, exactly 0 for -inf.
+// The largest of x[0..n), n a multiple of kPad.
 template <class T>
-using ExpFn = void (*)(T* x, int64_t n);
+using MaxFn = T (*)(const T* x, int64_t n);
+// x[i] = exp(x[i] - shift) for i < n (a multiple of kPad), exactly 0 for -inf; returns the
+// sum of the new x.
+template <class T>
+using ExpFn = T (*)(T* x, int64_t n, T shift);
 
 template <class T>
 struct Prims {
   GemmFn<T> gemm;
+  MaxFn<T> max;
   ExpFn<T> exp;
 };
 
@@ -64,8 +69,20 @@ void gemmPortable(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int6
 }
 
 template <class T>
-void expPortable(T* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+T maxPortable(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+template <class T>
+T expPortable(T* x, int64_t n, T shift) {
+  T sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
 }
 
 // AVX2 vectors of T behind one interface, so one kernel template serves f32 and f64.
@@ -100,61 +117,52 @@ TGC_AVX2_INLINE void storeTile(T* c, typename Avx<T>::V acc, typename Avx<T>::V 
   A::store(c, accumulate ? A::fma(acc, alpha, A::load(c)) : A::fma(acc, alpha, A::zero()));
 }
 
-// Register blocking: 4 rows x 2 vectors of C accumulate over k in 8 registers; the rows
-// left over go one at a time.
+// R rows x 2 vectors of C, accumulated over k in 2R registers.
+template <class T, int R>
+TGC_AVX2_INLINE void gemmTile(int64_t k, const T* a, int64_t sam, int64_t sak, const T* b,
+                              int64_t ldb, T* c, int64_t ldc, typename Avx<T>::V alpha,
+                              bool accumulate) {
+  using A = Avx<T>;
+  using V = typename A::V;
+  constexpr int64_t W = A::kLanes;
+  V c0[R], c1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) c0[r] = c1[r] = A::zero();
+  for (int64_t l = 0; l < k; ++l) {
+    const V b0 = A::load(b + l * ldb), b1 = A::load(b + l * ldb + W);
+    const T* al = a + l * sak;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const V x = A::set1(al[r * sam]);
+      c0[r] = A::fma(x, b0, c0[r]);
+      c1[r] = A::fma(x, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    storeTile<T>(c + r * ldc, c0[r], alpha, accumulate);
+    storeTile<T>(c + r * ldc + W, c1[r], alpha, accumulate);
+  }
+}
+
+// Register blocking: 6 rows x 2 vectors (12 accumulators, FMA latency hidden), the rows
+// left over 4 or 1 at a time.
 template <class T>
 TGC_AVX2 void gemmAvx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
                        const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate) {
   using A = Avx<T>;
-  using V = typename A::V;
   constexpr int64_t W = A::kLanes;
-  const V va = A::set1(alpha);
+  const typename A::V va = A::set1(alpha);
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    const T* a0 = a + i * sam;
-    for (int64_t j = 0; j < n; j += 2 * W) {
-      V c00 = A::zero(), c01 = A::zero(), c10 = A::zero(), c11 = A::zero();
-      V c20 = A::zero(), c21 = A::zero(), c30 = A::zero(), c31 = A::zero();
-      for (int64_t l = 0; l < k; ++l) {
-        const V b0 = A::load(b + l * ldb + j), b1 = A::load(b + l * ldb + j + W);
-        const T* al = a0 + l * sak;
-        V x = A::set1(al[0]);
-        c00 = A::fma(x, b0, c00);
-        c01 = A::fma(x, b1, c01);
-        x = A::set1(al[sam]);
-        c10 = A::fma(x, b0, c10);
-        c11 = A::fma(x, b1, c11);
-        x = A::set1(al[2 * sam]);
-        c20 = A::fma(x, b0, c20);
-        c21 = A::fma(x, b1, c21);
-        x = A::set1(al[3 * sam]);
-        c30 = A::fma(x, b0, c30);
-        c31 = A::fma(x, b1, c31);
-      }
-      T* cr = c + i * ldc + j;
-      storeTile<T>(cr, c00, va, accumulate);
-      storeTile<T>(cr + W, c01, va, accumulate);
-      storeTile<T>(cr + ldc, c10, va, accumulate);
-      storeTile<T>(cr + ldc + W, c11, va, accumulate);
-      storeTile<T>(cr + 2 * ldc, c20, va, accumulate);
-      storeTile<T>(cr + 2 * ldc + W, c21, va, accumulate);
-      storeTile<T>(cr + 3 * ldc, c30, va, accumulate);
-      storeTile<T>(cr + 3 * ldc + W, c31, va, accumulate);
-    }
-  }
-  for (; i < m; ++i) {
-    const T* ai = a + i * sam;
-    for (int64_t j = 0; j < n; j += 2 * W) {
-      V c0 = A::zero(), c1 = A::zero();
-      for (int64_t l = 0; l < k; ++l) {
-        const V x = A::set1(ai[l * sak]);
-        c0 = A::fma(x, A::load(b + l * ldb + j), c0);
-        c1 = A::fma(x, A::load(b + l * ldb + j + W), c1);
-      }
-      storeTile<T>(c + i * ldc + j, c0, va, accumulate);
-      storeTile<T>(c + i * ldc + j + W, c1, va, accumulate);
-    }
-  }
+  for (; i + 6 <= m; i += 6)
+    for (int64_t j = 0; j < n; j += 2 * W)
+      gemmTile<T, 6>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, va, accumulate);
+  for (; i + 4 <= m; i += 4)
+    for (int64_t j = 0; j < n; j += 2 * W)
+      gemmTile<T, 4>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, va, accumulate);
+  for (; i < m; ++i)
+    for (int64_t j = 0; j < n; j += 2 * W)
+      gemmTile<T, 1>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, va, accumulate);
 }
 
 // exp over 8 floats: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' expf polynomial,
@@ -181,15 +189,41 @@ TGC_AVX2_INLINE __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(under, y);
 }
 
-TGC_AVX2 void expAvx2(float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
-  if (i < n) {  // the tail through a padded copy
-    alignas(32) float t[8];
-    std::fill(t, t + 8, -std::numeric_limits<float>::infinity());
-    std::copy(x + i, x + n, t);
-    _mm256_store_ps(t, exp8(_mm256_load_ps(t)));
-    std::copy(t, t + (n - i), x + i);
+TGC_AVX2 float expAvx2(float* x, int64_t n, float shift) {
+  const __m256 sh = _mm256_set1_ps(shift);
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m256 y0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+    const __m256 y1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), sh));
+    _mm256_storeu_ps(x + i, y0);
+    _mm256_storeu_ps(x + i + 8, y1);
+    s0 = _mm256_add_ps(s0, y0);
+    s1 = _mm256_add_ps(s1, y1);
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(s0, s1));
+  return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+template <class T>
+TGC_AVX2 T maxAvx2(const T* x, int64_t n) {
+  alignas(32) T t[16];
+  if constexpr (std::is_same_v<T, float>) {
+    __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
+    for (int64_t i = 0; i < n; i += 16) {
+      m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+      m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    }
+    _mm256_store_ps(t, _mm256_max_ps(m0, m1));
+    return maxPortable(t, 8);
+  } else {
+    __m256d m0 = _mm256_set1_pd(-std::numeric_limits<double>::infinity()), m1 = m0;
+    for (int64_t i = 0; i < n; i += 8) {
+      m0 = _mm256_max_pd(m0, _mm256_loadu_pd(x + i));
+      m1 = _mm256_max_pd(m1, _mm256_loadu_pd(x + i + 4));
+    }
+    _mm256_store_pd(t, _mm256_max_pd(m0, m1));
+    return maxPortable(t, 4);
   }
 }
 
@@ -205,11 +239,12 @@ AttentionIsa& currentIsa() {
 
 template <class T>
 Prims<T> prims() {
-  if (currentIsa() == AttentionIsa::Portable) return {&gemmPortable<T>, &expPortable<T>};
+  if (currentIsa() == AttentionIsa::Portable)
+    return {&gemmPortable<T>, &maxPortable<T>, &expPortable<T>};
   if constexpr (std::is_same_v<T, float>)
-    return {&gemmAvx2<float>, &expAvx2};
+    return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2};
   else
-    return {&gemmAvx2<double>, &expPortable<double>};
+    return {&gemmAvx2<double>, &maxAvx2<double>, &expPortable<double>};
 }
 
 // ---- masks and dropout -------------------------------------------------------------------
@@ -308,18 +343,14 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
       T* sr = w.s.data() + r * colsP;
       const int64_t i = i0 + r;
       rules.maskRow(sr, i, j0, cols, colsP);
-      const T mx = *std::max_element(sr, sr + colsP);
+      const T mx = pr.max(sr, colsP);
       if (mx == ninf) {  // nothing allowed in this block: it adds nothing
         std::fill(sr, sr + colsP, T(0));
         continue;
       }
       const T mNew = std::max(w.m[r], mx);
       const T corr = std::exp(w.m[r] - mNew);  // 0 when the row had no allowed key yet
-      for (int64_t c = 0; c < colsP; ++c) sr[c] -= mNew;
-      pr.exp(sr, colsP);
-      T sum = 0;
-      for (int64_t c = 0; c < colsP; ++c) sum += sr[c];
-      w.l[r] = w.l[r] * corr + sum;
+      w.l[r] = w.l[r] * corr + pr.exp(sr, colsP, mNew);
       w.m[r] = mNew;
       if (p.pDrop > 0)
         for (int64_t c = 0; c < cols; ++c)
@@ -424,8 +455,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
           continue;
         }
         rules.maskRow(sr, i0 + r, j0, cols, colsP);
-        for (int64_t c = 0; c < colsP; ++c) sr[c] -= l;
-        pr.exp(sr, colsP);
+        pr.exp(sr, colsP, l);
       }
       // dp (before dropout) = dout v^T.
       pr.gemm(rows, colsP, p.dv, dob + i0 * p.dv, p.dv, 1, w.vt.data(), colsP, w.ds.data(),

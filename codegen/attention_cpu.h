@@ -14,7 +14,7 @@
 // dv accumulate in registers-to-L1-sized blocks), query blocks inner; p is recomputed from
 // the saved lse, and delta[i] = dot(dout[i], out[i]) once per row.
 //
-// The block products run on a small register-blocked kernel (4 rows x 2 vectors) built for
+// The block products run on a small register-blocked kernel (6 rows x 2 vectors) built for
 // AVX2+FMA with __attribute__((target)), chosen at run time with __builtin_cpu_supports; a
 // portable C++ version runs elsewhere (and in tests, forced by setAttentionIsa). f32 uses a
 // vectorized exp (Cephes polynomial, ~1 ulp); f64 uses std::exp.
