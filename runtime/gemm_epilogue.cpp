@@ -191,6 +191,13 @@ class Folder {
           maybeDead.push_back(o->def());
     g_.moveBefore(mm, last);
     g_.replaceAllUsesWith(last->result(), mm->result());
+    // The users table follows the rewrite (recomputing it per fold would be quadratic).
+    users_[mm->result()] = std::move(users_[last->result()]);
+    if (outputs_.erase(last->result())) outputs_.insert(mm->result());
+    for (Node* n : chain) {
+      for (const Value* o : n->operands()) dropUse(o, n);
+      users_.erase(n->result());
+    }
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) g_.erase(*it);
     g_.renameValue(mm->result(), name);
     // Each epilogue operand is read through a view placed before the matmul: a user the
@@ -201,27 +208,34 @@ class Folder {
         Node* view = g_.add(OpKind::Reshape, {const_cast<Value*>(*operand)},
                             {{"shape", (*operand)->type().shape}}, {name + ".epilogue_operand"});
         g_.moveBefore(view, mm);
+        users_[*operand].push_back(view);
         *operand = view->result();
       }
     eraseDead(maybeDead);
-    users_ = g_.computeUsers();
     out.emplace(mm, e);
+  }
+
+  // Removes one use of v by n from the users table (n may use v more than once).
+  void dropUse(const Value* v, const Node* n) {
+    auto& us = users_[v];
+    if (auto it = std::find(us.begin(), us.end(), n); it != us.end()) us.erase(it);
   }
 
   // Erases the nodes (and then their operands' producers) left without users.
   void eraseDead(std::vector<Node*> work) {
-    auto users = g_.computeUsers();
+    std::unordered_set<const Node*> erased;
     while (!work.empty()) {
       Node* n = work.back();
       work.pop_back();
-      if (n->op() == OpKind::Input || n->numResults() != 1 || outputs_.count(n->result()) ||
-          !users[n->result()].empty())
+      if (erased.count(n) || n->op() == OpKind::Input || n->numResults() != 1 ||
+          outputs_.count(n->result()) || !users_[n->result()].empty())
         continue;
       for (const Value* o : n->operands()) {
-        auto& us = users[o];
-        us.erase(std::find(us.begin(), us.end(), n));
+        dropUse(o, n);
         work.push_back(o->def());
       }
+      users_.erase(n->result());
+      erased.insert(n);
       g_.erase(n);
     }
   }
