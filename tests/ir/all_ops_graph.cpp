@@ -83,6 +83,16 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   for (Node* n : {fa, fag})
     for (size_t r = 0; r < n->numResults(); ++r) outs.push_back(n->result(r));
 
+  // Softmax-cross-entropy (smoothed) and its gradient; layer_norm's gradient.
+  AttrMap smooth{{"smoothing", 0.1}};
+  Node* ce = g->add(OpKind::SoftmaxCrossEntropy, {x, idx}, smooth, {"xent", "xent.lse"});
+  Node* ceg = g->add(OpKind::SoftmaxCrossEntropyGrad, {x, idx, ce->result(1), ce->result(0)},
+                     smooth, {"xent.dlogits"});
+  Node* lng = g->add(OpKind::LayerNormGrad, {x, gamma, x}, {{"eps", 1e-3}},
+                     {"ln.dx", "ln.dgamma", "ln.dbeta"});
+  for (Node* n : {ce, ceg, lng})
+    for (size_t r = 0; r < n->numResults(); ++r) outs.push_back(n->result(r));
+
   g->setOutputs(outs);
   return g;
 }
