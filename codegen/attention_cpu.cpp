@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -303,6 +304,20 @@ void copyRowsTransposed(const T* src, int64_t r0, int64_t rows, int64_t cols, T*
   }
 }
 
+// Runs fn(task, scratch) for every task in [0, tasks), handed out one at a time from a
+// shared counter (tasks cost unequal time under a causal mask), with one Scratch per
+// thread built once per call.
+template <class Scratch, class Fn>
+void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, const Fn& fn) {
+  std::atomic<int64_t> next{0};
+  const int threads = static_cast<int>(std::min<int64_t>(pool.numThreads(), tasks));
+  if (threads <= 0) return;
+  pool.runOnThreads(threads, [&](int) {
+    Scratch w(p);
+    for (int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) fn(t, w);
+  });
+}
+
 // ---- forward -----------------------------------------------------------------------------
 
 template <class T>
@@ -381,10 +396,8 @@ void forwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                   const uint8_t* mask, T* out, T* lse, ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
   const int64_t qBlocks = (p.tq + kBlockQ - 1) / kBlockQ;
-  pool.parallelForDynamic(p.batch * qBlocks, 1, [&](int64_t begin, int64_t end) {
-    ForwardScratch<T> w(p);
-    for (int64_t t = begin; t < end; ++t)
-      forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
+  forEachTask<ForwardScratch<T>>(pool, p, p.batch * qBlocks, [&](int64_t t, ForwardScratch<T>& w) {
+    forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
   });
 }
 
@@ -499,10 +512,8 @@ void backwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                    const T* lse, const T* dout, const uint8_t* mask, T* dq, T* dk, T* dv,
                    ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
-  pool.parallelForDynamic(p.batch, 1, [&](int64_t begin, int64_t end) {
-    BackwardScratch<T> w(p);
-    for (int64_t b = begin; b < end; ++b)
-      backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
+  forEachTask<BackwardScratch<T>>(pool, p, p.batch, [&](int64_t b, BackwardScratch<T>& w) {
+    backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
   });
 }
 
