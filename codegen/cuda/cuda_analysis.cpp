@@ -54,11 +54,10 @@ class Analyzer {
     });
     findSpread(k_.body, a);
 
-    if (flatNest(k_.body, a)) {
+    if (flatKernel(a)) {
       a.mapping = a.launch.mapping = Mapping::ThreadPerElement;
       a.launch.blockThreads = kMaxBlockThreads;
-      for (const Stmt* l : a.flatLoops) a.launch.elementsPerIteration *= l->extent;
-      a.spread.clear();
+      for (int64_t e : a.flatExtents) a.launch.elementsPerIteration *= e;
       return a;
     }
     int64_t widest = 0;
@@ -178,12 +177,14 @@ class Analyzer {
 
   // The body is loops nested one in another around loop-free statements, whose locals are
   // per-element temporaries, and the kernel loads no buffer it stores.
-  bool flatNest(const std::vector<kir::StmtP>& body, KernelAnalysis& a) {
+  bool flatNest(const std::vector<kir::StmtP>& body, const KernelAnalysis& a,
+                KernelAnalysis::FlatNest& nest) {
     const std::vector<kir::StmtP>* level = &body;
     while (level->size() == 1 && (*level)[0]->kind == StmtKind::Loop) {
-      a.flatLoops.push_back((*level)[0].get());
+      nest.loops.push_back((*level)[0].get());
       level = &(*level)[0]->body;
     }
+    nest.body = level;
     bool flat = true;
     std::set<int> assigned;
     walk(*level, [&](const Stmt& s) {
@@ -191,16 +192,37 @@ class Analyzer {
       if (s.kind == StmtKind::Store && a.loaded[s.buffer]) flat = false;
       if (s.kind == StmtKind::Assign) assigned.insert(s.var);
     });
-    int64_t elements = 1;  // none or one per iteration: one thread per iteration is as good
-    for (const Stmt* l : a.flatLoops) elements *= l->extent;
-    if (elements <= 1) flat = false;
     for (int v : assigned)
       if (!flat || !isPrivateIn(*level, v)) flat = false;
-    if (!flat) {
-      a.flatLoops.clear();
+    return flat;
+  }
+
+  // The kernel body is one flat nest, or `if (c) nest else nest` with nests of one depth
+  // and a condition of the parallel index alone (blocks of the range, the last shorter).
+  bool flatKernel(KernelAnalysis& a) {
+    std::vector<KernelAnalysis::FlatNest> nests(1);
+    const Stmt* branch = nullptr;
+    if (k_.body.size() == 1 && k_.body[0]->kind == StmtKind::If && !k_.body[0]->elseBody.empty()) {
+      branch = k_.body[0].get();
+      for (int v : refs_[branch])
+        if (a.isLocal[v]) return false;
+      nests.resize(2);
+      if (!flatNest(branch->body, a, nests[0]) || !flatNest(branch->elseBody, a, nests[1]) ||
+          nests[0].loops.size() != nests[1].loops.size())
+        return false;
+    } else if (!flatNest(k_.body, a, nests[0])) {
       return false;
     }
-    a.flatBody = level;
+    std::vector<int64_t> extents(nests[0].loops.size(), 0);
+    for (const auto& n : nests)
+      for (size_t d = 0; d < extents.size(); ++d)
+        extents[d] = std::max(extents[d], n.loops[d]->extent);
+    int64_t elements = 1;  // none or one per iteration: one thread per iteration is as good
+    for (int64_t e : extents) elements *= e;
+    if (elements <= 1) return false;
+    a.flat = std::move(nests);
+    a.flatIf = branch;
+    a.flatExtents = std::move(extents);
     return true;
   }
 

@@ -33,9 +33,16 @@ struct KernelAnalysis {
   // Vector loops to spread (only used under BlockPerIteration, outside other spread loops).
   std::unordered_map<const kir::Stmt*, SpreadLoop> spread;
   std::vector<bool> loaded;  // per buffer: some expression loads it
-  // ThreadPerElement: the perfect nest's loops, outermost first, and the statements inside.
-  std::vector<const kir::Stmt*> flatLoops;
-  const std::vector<kir::StmtP>* flatBody = nullptr;
+  // ThreadPerElement: the perfect nest (its loops, outermost first, and the statements
+  // inside), or two when the body is `if (c) nest else nest` (a last block of the
+  // parallel range that is shorter); flatExtents: each level's largest extent.
+  struct FlatNest {
+    std::vector<const kir::Stmt*> loops;
+    const std::vector<kir::StmtP>* body = nullptr;
+  };
+  std::vector<FlatNest> flat;
+  const kir::Stmt* flatIf = nullptr;
+  std::vector<int64_t> flatExtents;
 
   // A uniform store to `buffer` (done by thread 0) needs __syncthreads() around it.
   bool storeNeedsSync(int buffer) const { return loaded[buffer]; }

@@ -127,7 +127,8 @@ class Printer {
     synced_ = true;
   }
 
-  void flatNest(const std::string& p);
+  void flatKernel(const std::string& p);
+  void flatNest(const KernelAnalysis::FlatNest& nest);
   void stmts(const std::vector<kir::StmtP>& body);
   void stmt(const Stmt& s);
   void loop(const Stmt& s);
@@ -208,7 +209,7 @@ std::string Printer::run(LaunchGeometry* launch) {
                        k_.vars[v].type == DType::boolean ? "false" : "0"));
   const std::string p = k_.parallelVar >= 0 ? var(k_.parallelVar) : "p_";
   if (flat) {
-    flatNest(p);
+    flatKernel(p);
     indent_ = 0;
     out_ += "}\n";
     return out_;
@@ -229,19 +230,43 @@ std::string Printer::run(LaunchGeometry* launch) {
 
 // One grid-stride index f_ over every element of [begin, end) x the nest's loops; the
 // parallel index and each loop variable are its digits, the innermost fastest.
-void Printer::flatNest(const std::string& p) {
+void Printer::flatKernel(const std::string& p) {
   const int64_t inner = a_.launch.elementsPerIteration;
   line(fmt::format("const long long n_ = (end - begin) * {}LL;", inner));
   open("for (long long f_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; f_ < n_; f_ += "
        "(long long)gridDim.x * blockDim.x)");
   line(fmt::format("const long long {} = begin + f_ / {}LL;", p, inner));
-  int64_t stride = inner;
-  for (const Stmt* l : a_.flatLoops) {
-    stride /= l->extent;
-    const std::string quotient = stride == 1 ? "f_" : fmt::format("f_ / {}LL", stride);
-    line(fmt::format("const long long {} = {} % {}LL;", var(l->var), quotient, l->extent));
+  if (!a_.flatIf) {
+    flatNest(a_.flat[0]);
+  } else {
+    bindShared(*a_.flatIf);
+    open(fmt::format("if ({})", expr(*a_.flatIf->args[0])));
+    flatNest(a_.flat[0]);
+    --indent_;
+    line("} else {");
+    ++indent_;
+    flatNest(a_.flat[1]);
+    close();
   }
-  stmts(*a_.flatBody);
+  close();
+}
+
+// A nest's loop variables as digits of f_ (each level as wide as the widest nest's), the
+// nest's statements guarded where its loops are shorter.
+void Printer::flatNest(const KernelAnalysis::FlatNest& nest) {
+  int64_t stride = a_.launch.elementsPerIteration;
+  std::string guard;
+  for (size_t d = 0; d < nest.loops.size(); ++d) {
+    const Stmt& l = *nest.loops[d];
+    stride /= a_.flatExtents[d];
+    const std::string quotient = stride == 1 ? "f_" : fmt::format("f_ / {}LL", stride);
+    line(fmt::format("const long long {} = {} % {}LL;", var(l.var), quotient, a_.flatExtents[d]));
+    if (l.extent < a_.flatExtents[d])
+      guard += fmt::format("{}{} < {}", guard.empty() ? "" : " && ", var(l.var), l.extent);
+  }
+  if (guard.empty()) return stmts(*nest.body);
+  open(fmt::format("if ({})", guard));
+  stmts(*nest.body);
   close();
 }
 

@@ -123,6 +123,49 @@ extern "C" __global__ void __launch_bounds__(256) enc_0_exp(
   EXPECT_EQ(g.gridBlocks(4), 3);  // 768 threads
 }
 
+// y = -x over 10 elements in blocks of 4 (the last one 2 long), as lowering cuts a row:
+// `if (p == 2) loop of 2 else loop of 4` flattens over 4 per block, the short one guarded.
+TEST(CudaEmitter, ShorterLastBlockFlattensWithAGuard) {
+  Kernel k;
+  k.name = "neg_blocks";
+  int x = k.addBuffer("x", DType::f32, 10, Access::Read);
+  int y = k.addBuffer("y", DType::f32, 10, Access::Write);
+  k.parallelVar = k.addVar("p", DType::i64);
+  k.parallelExtent = 3;
+  auto p = varRef(k, k.parallelVar);
+  auto block = [&](int64_t n) {
+    int j = k.addVar("j", DType::i64);
+    auto idx = add(mul(p, 4), varRef(k, j));
+    return loop(j, n, {store(y, idx, unary(UnaryOp::Neg, load(k, x, idx)))}, LoopKind::Vector);
+  };
+  StmtP last = block(2);
+  StmtP full = block(4);
+  k.body = {ifThen(binary(BinaryOp::Eq, p, constInt(2)), {last}, {full})};
+  LaunchGeometry g;
+  EXPECT_EQ(kernelFunction(k, &g),
+            R"(// kernel neg_blocks: parallel [0, 3), one thread per element (4 per iteration), 256 threads per block
+extern "C" __global__ void __launch_bounds__(256) neg_blocks(
+    const float* __restrict__ b0_x,  // x f32[10]
+    float* __restrict__ b1_y,  // y f32[10]
+    long long begin, long long end) {
+  const long long n_ = (end - begin) * 4LL;
+  for (long long f_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; f_ < n_; f_ += (long long)gridDim.x * blockDim.x) {
+    const long long p = begin + f_ / 4LL;
+    if ((p == 2LL)) {
+      const long long j = f_ % 4LL;
+      if (j < 2) {
+        b1_y[((p * 4LL) + j)] = (-b0_x[((p * 4LL) + j)]);
+      }
+    } else {
+      const long long j_2 = f_ % 4LL;
+      b1_y[((p * 4LL) + j_2)] = (-b0_x[((p * 4LL) + j_2)]);
+    }
+  }
+}
+)");
+  EXPECT_EQ(g.gridBlocks(3), 1);
+}
+
 TEST(CudaEmitter, ReductionIsABlockReduction) {
   LaunchGeometry g;
   EXPECT_EQ(kernelFunction(rowMax(), &g),
