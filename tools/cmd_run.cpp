@@ -521,6 +521,7 @@ void runGraph(const RunOptions& o) {
   if (o.dist != "uniform" && o.dist != "normal")
     throw std::runtime_error(fmt::format("--dist must be uniform or normal, not '{}'", o.dist));
   if (o.seed_opt->count()) parseIntRange(o.int_range);  // bad options fail before any work
+  if (o.backend == "cuda") runtime::cuda::Device::open();  // no device: stop before any work
   auto g = readGraph(o.file);
   auto inputs = gatherInputs(*g, o);
 

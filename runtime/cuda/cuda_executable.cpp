@@ -18,6 +18,7 @@
 #include "codegen/lower.h"
 #include "ir/interpreter.h"
 #include "runtime/cuda/cuda_gemm.h"
+#include "runtime/cuda/cuda_library.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
 #include "runtime/thread_pool.h"
@@ -55,11 +56,13 @@ struct Slot {
 };
 
 struct Launch {
-  enum class Kind { Kernel, Gemm } kind = Kind::Kernel;
+  enum class Kind { Kernel, Gemm, Library } kind = Kind::Kernel;
   std::string name;
   size_t kernel = 0;            // Kernel: index into Impl::kernels
   int64_t extent = 1;           // Kernel: parallel iterations
   CudaGemmDesc gemm;            // Gemm: slots are A, B, C
+  CudaLibraryLaunch library;    // Library: slots are the operands, then the results
+  size_t libraryOperands = 0;
   std::vector<int> slots;       // one per kernel buffer
 };
 
@@ -220,6 +223,7 @@ struct CudaExecutable::Impl {
   std::shared_ptr<Device> device;
   std::unique_ptr<Stream> stream;
   std::unique_ptr<CudaGemm> gemm;  // loaded when the graph has a matmul
+  std::unique_ptr<CudaLibrary> library;  // loaded when it has a library op
 
   std::vector<Slot> slots;
   std::vector<Launch> launches;
@@ -342,9 +346,24 @@ void CudaExecutable::Impl::build(const Graph& source) {
         ++stats.gemms;
         break;
       }
-      case codegen::NodeExecution::Library:
-        throw IRError(fmt::format("{}: the CUDA backend has no kernel for this op yet",
-                                  describeNode(n)));
+      case codegen::NodeExecution::Library: {
+        if (!library) library = std::make_unique<CudaLibrary>(device);
+        Launch l;
+        l.kind = Launch::Kind::Library;
+        l.name = "library:" + n.result()->name();
+        l.library = library->bind(n);
+        l.libraryOperands = n.operands().size();
+        for (const Value* v : n.operands()) l.slots.push_back(slotOf.at(v));
+        for (size_t i = 0; i < n.numResults(); ++i) {  // each result its own buffer
+          const int slot = newSlot(*n.result(i), SlotKind::Arena);
+          slots[slot].first = launch;
+          l.slots.push_back(slot);
+        }
+        for (int s : l.slots) use(s, launch);
+        launches.push_back(std::move(l));
+        ++stats.libraryLaunches;
+        break;
+      }
       case codegen::NodeExecution::Kernel: {
         auto group = groups.find(&n);
         if (group == groups.end()) break;  // computed inside another node's kernel
@@ -496,6 +515,12 @@ std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor
   for (const Launch& l : launches) {
     if (l.kind == Launch::Kind::Gemm) {
       gemm->run(l.gemm, ptr(l.slots[0]), ptr(l.slots[1]), ptr(l.slots[2]), s);
+      continue;
+    }
+    if (l.kind == Launch::Kind::Library) {
+      args.clear();
+      for (int slot : l.slots) args.push_back(ptr(slot));
+      l.library(args.data(), args.data() + l.libraryOperands, s);
       continue;
     }
     if (l.extent == 0) continue;

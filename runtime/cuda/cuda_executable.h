@@ -5,7 +5,8 @@
 //  - prints each distinct kernel as CUDA C++ (codegen/cuda/cuda_emitter.h) and compiles it
 //    to CUBIN for the device through NVRTC (codegen/cuda/nvrtc.h, cached on disk);
 //  - runs matmul with the CUDA GEMM (runtime/cuda/cuda_gemm.h: f32/f64 on CUDA cores,
-//    bf16/f16 on tensor cores);
+//    bf16/f16 on tensor cores) and the fused library ops with hand-written kernels
+//    (runtime/cuda/cuda_library.h);
 //  - places every intermediate, input and output in one device arena laid out by the CPU's
 //    memory planner (runtime/memory_plan.h) over the launch order; reshapes are views;
 //    constants are uploaded once, into their own allocation.
@@ -19,8 +20,8 @@
 // launch) and saveState() downloads it again, so a training loop moves only batches and
 // metrics across PCIe.
 //
-// Not yet on the GPU: library ops (fused attention, softmax cross-entropy, layer_norm_grad;
-// codegen::NodeExecution::Library) make compile() throw IRError naming the node.
+// Not yet on the GPU: fused attention (forward and backward) makes compile() throw IRError
+// naming the node; graphs built with TGC_NO_FUSION=1 keep attention unfused.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@ struct CudaExecStats {
   int distinctKernels = 0;   // compiled kernels (identical launches share one)
   int nvrtcCacheHits = 0;    // distinct kernels whose CUBIN came from the disk cache
   int gemms = 0;
+  int libraryLaunches = 0;   // fused ops run by hand-written kernels (cuda_library.h)
   int views = 0;
   int stateCopies = 0;       // new.X copied over X on the device per step
   int64_t arenaBytes = 0;

@@ -25,23 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string findPtxas() {
-  std::vector<std::string> candidates;
-  if (const char* p = std::getenv("TGC_PTXAS"); p && *p) candidates.emplace_back(p);
-#ifdef TGC_CUDA_BIN_DIR
-  candidates.emplace_back(std::string(TGC_CUDA_BIN_DIR) + "/ptxas");
-#endif
-  if (const char* h = std::getenv("CUDA_HOME"); h && *h)
-    candidates.push_back(std::string(h) + "/bin/ptxas");
-  candidates.emplace_back("/usr/local/cuda/bin/ptxas");
-  for (const auto& c : candidates)
-    if (access(c.c_str(), X_OK) == 0) return c;
-  return "";
-}
-
 TEST(CudaGemmSource, CompilesToPtxForSm90AndPassesPtxas) {
   TGC_REQUIRE_NVRTC();
-  const std::string ptxas = findPtxas();
+  const std::string ptxas = tgc::testing::findPtxas();
   if (ptxas.empty()) GTEST_SKIP() << "ptxas not found (set TGC_PTXAS or CUDA_HOME)";
   codegen::cuda::NvrtcOptions no;
   no.useCache = false;  // the compiler must really run
@@ -53,18 +39,9 @@ TEST(CudaGemmSource, CompilesToPtxForSm90AndPassesPtxas) {
   EXPECT_NE(ptx.image.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
             std::string::npos);
 
-  const fs::path dir = fs::temp_directory_path() / fmt::format("tgc-gemm-ptx-{}", getpid());
-  fs::create_directories(dir);
-  std::ofstream(dir / "gemm.ptx") << ptx.image;
-  const std::string cmd = fmt::format("{} -arch=sm_90 -o {} {} > {} 2>&1", ptxas,
-                                      (dir / "gemm.cubin").string(), (dir / "gemm.ptx").string(),
-                                      (dir / "ptxas.log").string());
-  const int rc = std::system(cmd.c_str());
-  std::ifstream logFile(dir / "ptxas.log");
-  const std::string log((std::istreambuf_iterator<char>(logFile)), {});
-  EXPECT_EQ(rc, 0) << cmd << "\n" << log;
-  EXPECT_GT(fs::file_size(dir / "gemm.cubin"), 0u);
-  fs::remove_all(dir);
+  const auto r = tgc::testing::runPtxas(ptxas, ptx.image, "gemm");
+  EXPECT_EQ(r.status, 0) << r.log;
+  EXPECT_GT(r.cubinBytes, 0u);
 }
 
 TEST(CudaGemmDesc, KernelNamesFollowDtypeAndTransposes) {

@@ -1,0 +1,150 @@
+#include "runtime/cuda/cuda_library.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "codegen/cuda/nvrtc.h"
+#include "runtime/cuda/library_kernels_cu.h"  // generated: kLibraryKernelsSource
+
+namespace tgc::runtime::cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;
+
+// The f32 or f64 of the node's first operand; others are an IRError.
+std::string floatSuffix(const Node& n) {
+  const DType d = n.operand(0)->type().dtype;
+  if (d == DType::f32) return "f32";
+  if (d == DType::f64) return "f64";
+  throw IRError(fmt::format("{}: the CUDA library kernels take f32 or f64, not {}",
+                            describeNode(n), dtypeName(d)));
+}
+
+std::string targetSuffix(const Node& n) {
+  const DType d = n.operand(1)->type().dtype;
+  if (d == DType::i32) return "i32";
+  if (d == DType::i64) return "i64";
+  throw IRError(fmt::format("{}: targets must be i32 or i64, not {}", describeNode(n),
+                            dtypeName(d)));
+}
+
+unsigned blocksFor(int64_t work) {
+  return static_cast<unsigned>(std::clamp<int64_t>(work, 1, kMaxBlocks));
+}
+
+}  // namespace
+
+const std::string& librarySource() {
+  static const std::string source(kLibraryKernelsSource);
+  return source;
+}
+
+std::vector<std::string> libraryKernelNames() {
+  std::vector<std::string> names;
+  for (const char* t : {"f32", "f64"}) {
+    names.push_back(fmt::format("tgc_ln_grad_rows_{}", t));
+    names.push_back(fmt::format("tgc_ln_grad_cols_{}", t));
+    for (const char* ti : {"i32", "i64"}) {
+      names.push_back(fmt::format("tgc_sce_{}_{}", t, ti));
+      names.push_back(fmt::format("tgc_sce_grad_{}_{}", t, ti));
+    }
+  }
+  return names;
+}
+
+CudaLibrary::CudaLibrary(std::shared_ptr<Device> device) : device_(std::move(device)) {
+  const auto compiled =
+      codegen::cuda::compileCubin(librarySource(), "tgc_library", device_->info().arch());
+  module_ = std::make_unique<Module>(device_, compiled.image, "the library kernels");
+}
+
+CudaLibrary::~CudaLibrary() = default;
+
+CudaLibraryLaunch CudaLibrary::bind(const Node& n) const {
+  const std::string what = describeNode(n);
+  switch (n.op()) {
+    case OpKind::LayerNormGrad: {
+      const std::string t = floatSuffix(n);
+      const int64_t d = n.operand(0)->type().shape.back();
+      const int64_t rows = d == 0 ? 0 : n.operand(0)->type().numel() / d;
+      const double eps = n.attrFloat("eps");
+      CUfunction rowsFn = module_->function("tgc_ln_grad_rows_" + t);
+      CUfunction colsFn = module_->function("tgc_ln_grad_cols_" + t);
+      // mean and rstd per row, from the row kernel to the column kernel.
+      auto stats = std::make_shared<DeviceBuffer>(
+          device_, 2 * rows * static_cast<int64_t>(dtypeSize(n.operand(0)->type().dtype)),
+          "layer_norm_grad's row statistics");
+      return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
+        if (rows == 0 || d == 0) return;
+        CUdeviceptr x = in[0], gamma = in[1], dy = in[2], dx = out[0], dgamma = out[1],
+                    dbeta = out[2], st = stats->ptr();
+        long long r = rows, dd = d;
+        double e = eps;
+        void* rowArgs[] = {&x, &gamma, &dy, &dx, &st, &r, &dd, &e};
+        launch(rowsFn, Dim3{blocksFor(rows), 1, 1}, Dim3{kThreads, 1, 1}, 0, s, rowArgs,
+               what + " (rows)");
+        void* colArgs[] = {&x, &dy, &st, &dgamma, &dbeta, &r, &dd};
+        launch(colsFn, Dim3{static_cast<unsigned>((d + 31) / 32), 1, 1}, Dim3{32, 8, 1}, 0, s,
+               colArgs, what + " (columns)");
+      };
+    }
+    case OpKind::SoftmaxCrossEntropy: {
+      const std::string name = fmt::format("tgc_sce_{}_{}", floatSuffix(n), targetSuffix(n));
+      const int64_t v = n.operand(0)->type().shape.back();
+      const int64_t rows = n.operand(1)->type().numel();
+      const double eps = n.attrFloat("smoothing");
+      CUfunction fn = module_->function(name);
+      return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
+        if (rows == 0) return;
+        CUdeviceptr logits = in[0], targets = in[1], loss = out[0], lse = out[1];
+        long long r = rows, vv = v;
+        double e = eps;
+        void* args[] = {&logits, &targets, &loss, &lse, &r, &vv, &e};
+        launch(fn, Dim3{blocksFor(rows), 1, 1}, Dim3{kThreads, 1, 1}, 0, s, args, what);
+      };
+    }
+    case OpKind::SoftmaxCrossEntropyGrad: {
+      const std::string name =
+          fmt::format("tgc_sce_grad_{}_{}", floatSuffix(n), targetSuffix(n));
+      const int64_t v = n.operand(0)->type().shape.back();
+      const int64_t rows = n.operand(1)->type().numel();
+      const double eps = n.attrFloat("smoothing");
+      CUfunction fn = module_->function(name);
+      return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
+        if (rows == 0 || v == 0) return;
+        CUdeviceptr logits = in[0], targets = in[1], lse = in[2], dloss = in[3],
+                    dlogits = out[0];
+        long long r = rows, vv = v;
+        double e = eps;
+        void* args[] = {&logits, &targets, &lse, &dloss, &dlogits, &r, &vv, &e};
+        launch(fn, Dim3{blocksFor((rows * v + kThreads - 1) / kThreads), 1, 1},
+               Dim3{kThreads, 1, 1}, 0, s, args, what);
+      };
+    }
+    case OpKind::FusedAttention:
+    case OpKind::FusedAttentionGrad:
+      throw IRError(fmt::format("{}: fused attention has no CUDA kernel yet (TGC_NO_FUSION=1 "
+                                "keeps attention unfused)",
+                                what));
+    case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
+    case OpKind::Iota: case OpKind::PhiloxUniform:
+    case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
+    case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
+    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+    case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
+    case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
+    case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
+    case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
+    case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm:
+    case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
+    case OpKind::Gather: case OpKind::ScatterAdd:
+      break;
+  }
+  throw IRError(fmt::format("{}: not a library op", what));
+}
+
+}  // namespace tgc::runtime::cuda

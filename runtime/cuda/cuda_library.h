@@ -1,0 +1,43 @@
+// The fused library ops (ir/fused_ops.h) on the GPU: hand-written kernels
+// (runtime/cuda/library_kernels.cu) compiled by NVRTC for the device, bound per node.
+//
+// layer_norm_grad, softmax_cross_entropy and softmax_cross_entropy_grad run in f32 and
+// f64 (targets i32 or i64). fused_attention(+_grad) have no GPU kernel yet: binding one
+// throws IRError naming the node (build the graph with TGC_NO_FUSION=1 to keep the
+// attention unfused).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/cuda/driver.h"
+
+namespace tgc::runtime::cuda {
+
+// The CUDA source of the library kernels, and their names (for compile tests).
+const std::string& librarySource();
+std::vector<std::string> libraryKernelNames();
+
+// Enqueues a bound node: device pointers per operand and per result, in order.
+using CudaLibraryLaunch =
+    std::function<void(const CUdeviceptr* operands, const CUdeviceptr* results, Stream& stream)>;
+
+class CudaLibrary {
+ public:
+  // Compiles librarySource() to CUBIN for the device (NVRTC's disk cache) and loads it.
+  explicit CudaLibrary(std::shared_ptr<Device> device);
+  ~CudaLibrary();
+
+  // Checks the node (op, dtypes) and binds its shapes and attributes; scratch memory the
+  // kernels need is allocated here and owned by the returned launch.
+  CudaLibraryLaunch bind(const Node& n) const;
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<Module> module_;
+};
+
+}  // namespace tgc::runtime::cuda
