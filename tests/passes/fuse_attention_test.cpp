@@ -204,12 +204,14 @@ TEST(FuseAttention, NoFusionEnvironmentTurnsTheForwardFusionsOff) {
   EXPECT_EQ(count(*g, OpKind::FusedAttention), 1);
 }
 
-TEST(FuseAttention, TinyTransformerLossAndGradientsAreUnchanged) {
-  // The tiny preset's training graph (padding masks, causal decoder, cross-attention), its
-  // loss and every parameter gradient in float64, with and without the fusion.
+// The tiny preset's training graph (padding masks, causal decoder, cross-attention, and
+// attention dropout when asked), its loss and every parameter gradient in float64, with and
+// without the fusion.
+void expectTinyTransformerUnchanged(const std::string& attnDropout) {
+  SCOPED_TRACE("attn_dropout=" + attnDropout);
   ModelOptions mo;
   mo.preset = "tiny";
-  mo.sets = {{"src_vocab", "24"}, {"tgt_vocab", "24"}};
+  mo.sets = {{"src_vocab", "24"}, {"tgt_vocab", "24"}, {"attn_dropout", attnDropout}};
   mo.dims = {{"B", 2}, {"S", 5}, {"T", 4}};
   std::vector<Tensor> results[2];
   for (bool fuse : {false, true}) {
@@ -219,6 +221,10 @@ TEST(FuseAttention, TinyTransformerLossAndGradientsAreUnchanged) {
       PassContext ctx;
       ASSERT_TRUE(runFuseAttention(g, ctx));
       EXPECT_EQ(count(g, OpKind::FusedAttention), 6);
+      int withDropout = 0;
+      for (const auto& n : g.nodes())
+        withDropout += n->op() == OpKind::FusedAttention && n->attrFloat("p_drop") > 0;
+      EXPECT_EQ(withDropout, attnDropout == "0.0" ? 0 : 6);
     }
     Value* loss = g.outputs().at(static_cast<size_t>(m.loss_output));
     std::vector<Value*> grads = appendGradients(g, loss, trainableParameters(g));
@@ -239,6 +245,11 @@ TEST(FuseAttention, TinyTransformerLossAndGradientsAreUnchanged) {
   for (size_t r = 0; r < results[0].size(); ++r)
     for (int64_t i = 0; i < results[0][r].numel(); ++i)
       ASSERT_NEAR(results[1][r].getF(i), results[0][r].getF(i), 1e-10) << "output " << r << "[" << i << "]";
+}
+
+TEST(FuseAttention, TinyTransformerLossAndGradientsAreUnchanged) {
+  expectTinyTransformerUnchanged("0.0");
+  expectTinyTransformerUnchanged("0.1");
 }
 
 }  // namespace
