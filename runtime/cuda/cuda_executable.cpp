@@ -383,17 +383,16 @@ void CudaExecutable::Impl::build(const Graph& source) {
           use(slot, launch);
           l.slots.push_back(slot);
         }
+        // Unique launch names (as the CPU executable's) for profiles and dumps; a launch
+        // of a kernel compiled before runs that kernel under its first name.
+        std::string name = lk.kernel.name;
+        for (int i = 2; !names.insert(name).second; ++i)
+          name = fmt::format("{}_{}", lk.kernel.name, i);
+        lk.kernel.name = name;
+        l.name = name;
         auto [it, fresh] = byKey.emplace(keys.key(lk.kernel), distinct.size());
-        if (fresh) {
-          // Kernel names are symbols of their own module, but dumps read better unique.
-          std::string name = lk.kernel.name;
-          for (int i = 2; !names.insert(name).second; ++i)
-            name = fmt::format("{}_{}", lk.kernel.name, i);
-          lk.kernel.name = name;
-          distinct.push_back(std::move(lk.kernel));
-        }
+        if (fresh) distinct.push_back(std::move(lk.kernel));
         l.kernel = it->second;
-        l.name = distinct[l.kernel].name;
         launches.push_back(std::move(l));
         ++stats.kernels;
         break;

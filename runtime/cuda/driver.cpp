@@ -323,6 +323,7 @@ Module::~Module() {
 }
 
 CUfunction Module::function(const std::string& name) const {
+  device_->makeCurrent();
   CUfunction f = nullptr;
   check(api().cuModuleGetFunction(&f, module_, name.c_str()), "cuModuleGetFunction",
         fmt::format("kernel {} in {}", name, what_));
@@ -330,6 +331,7 @@ CUfunction Module::function(const std::string& name) const {
 }
 
 void Module::setMaxDynamicShared(CUfunction f, int bytes) const {
+  device_->makeCurrent();
   check(api().cuFuncSetAttribute(f, kFuncAttrMaxDynamicShared, bytes), "cuFuncSetAttribute",
         fmt::format("allowing {} bytes of dynamic shared memory in {}", bytes, what_));
 }
@@ -358,14 +360,17 @@ Event::~Event() {
 }
 
 void Event::record(Stream& stream) {
+  device_->makeCurrent();
   check(api().cuEventRecord(event_, stream.handle()), "cuEventRecord", "recording an event");
 }
 
 void Event::synchronize() {
+  device_->makeCurrent();
   check(api().cuEventSynchronize(event_), "cuEventSynchronize", "waiting for an event");
 }
 
 float Event::elapsedMs(const Event& start, const Event& end) {
+  start.device_->makeCurrent();
   float ms = 0;
   check(api().cuEventElapsedTime(&ms, start.event_, end.event_), "cuEventElapsedTime",
         "timing between two events");
