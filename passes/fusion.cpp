@@ -13,6 +13,7 @@ void runForwardFusions(Graph& g) {
   if (off && *off && std::string(off) != "0") return;
   PassContext ctx;
   runFuseAttention(g, ctx);
+  runFuseCrossEntropy(g, ctx);
 }
 
 }  // namespace tgc

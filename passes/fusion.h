@@ -6,7 +6,8 @@
 
 namespace tgc {
 
-// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp), ...
+// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp),
+// fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
 // buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
 // (where a training step's forward is already differentiated it finds nothing: the
 // intermediates it would fuse are read by the backward). TGC_NO_FUSION=1 in the environment
