@@ -2,8 +2,8 @@
 // Without a device: compile stops with "no CUDA device: ...", and so do `tgc run --backend
 // cuda` and `tgc train --target cuda`, exit status 1, writing nothing. With a device (the
 // rest skips visibly without one): every op that runs as a generated kernel, larger shapes
-// where the block mapping matters, batched and broadcast matmuls, and two steps of the tiny
-// Transformer's training with the state kept on the device.
+// where the block mapping matters, batched and broadcast matmuls, and two steps of the tiny and
+// small Transformers' training with the state kept on the device.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -187,9 +187,11 @@ TEST(CudaExecOnDevice, BatchedAndBroadcastMatmulsMatchTheCpuBackend) {
   expectSameAsCpu(*parseGraph(text, "mm.tir"), "matmuls", 1e-4, 1e-4);
 }
 
-// Two training steps of the tiny Transformer: CPU (state updated in place in a ParamStore)
-// against GPU (state on the device, loaded once and saved after two steps).
-TEST(CudaExecOnDevice, TinyTrainingStepMatchesTheCpuBackend) {
+// Two training steps of the tiny and small Transformers: CPU (state updated in place in a
+// ParamStore) against GPU (state on the device, loaded once and saved after two steps).
+class CudaTrainStepOnDevice : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTrainStepOnDevice, TwoStepsMatchTheCpuBackend) {
   TGC_REQUIRE_CUDA_DEVICE();
   TGC_REQUIRE_NVRTC();
   // Fused attention does not run on the GPU yet: the step is built with the forward
@@ -197,7 +199,7 @@ TEST(CudaExecOnDevice, TinyTrainingStepMatchesTheCpuBackend) {
   setenv("TGC_NO_FUSION", "1", 1);
   constexpr int64_t kVocab = 24;
   ModelOptions o;
-  o.preset = "tiny";
+  o.preset = GetParam();
   o.sets = {{"src_vocab", std::to_string(kVocab)}, {"tgt_vocab", std::to_string(kVocab)},
             {"p_drop", "0.1"}};
   o.dims = {{"B", 3}, {"S", 7}, {"T", 6}};
@@ -254,5 +256,8 @@ TEST(CudaExecOnDevice, TinyTrainingStepMatchesTheCpuBackend) {
         << name;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Presets, CudaTrainStepOnDevice, ::testing::Values("tiny", "small"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
