@@ -2,7 +2,7 @@
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick]
-//              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S]
+//              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
 // least T ms. tgc and OpenBLAS runs alternate, so a noisy neighbour hurts both alike, and
@@ -11,6 +11,9 @@
 // --clock cpu times with the process's CPU time divided by the thread count instead of
 // the wall clock: what the wall time would be on idle cores, for a machine shared with
 // other jobs (time spent spinning or waiting in either library still counts).
+// --epilogue times tgc alone at the same shapes with a bias + ReLU epilogue
+// (codegen/gemm_epilogue.h) against the plain product, and against the plain product
+// followed by a separate bias + ReLU pass over C (what an unfused graph runs).
 // On an AVX-512 host the program re-executes itself with OPENBLAS_CORETYPE=SkylakeX
 // unless that variable is already set, so OpenBLAS uses its AVX-512 kernel.
 #include <cblas.h>
@@ -51,6 +54,7 @@ struct Options {
   bool cpuClock = false;
   bool f64 = false;
   int settleMs = 200;
+  bool epilogue = false;
 };
 
 // Seconds on the chosen clock (see --clock).
@@ -250,11 +254,62 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
   return ratios;
 }
 
+// --epilogue: the cost of a bias + ReLU epilogue, fused and as a separate pass.
+template <class T>
+void runEpilogues(const Options& opts, ThreadPool& pool) {
+  const DType dtype = sizeof(T) == 4 ? DType::f32 : DType::f64;
+  const GemmEngine& engine = GemmEngine::host(dtype);
+  fmt::print("{:<24} {:>10} {:>10} {:>12} {:>12} {:>14}\n", "shape (batch x MxNxK)", "plain ms",
+             "fused ms", "separate ms", "fused/plain", "fused/separate");
+  for (const Case& c : casesFor(opts.shapes)) {
+    GemmDesc plain = GemmDesc::contiguous(dtype, c.m, c.n, c.k, c.transA, c.transB);
+    if (c.batch > 1) plain.addBatch(c.batch);
+    GemmDesc fused = plain;
+    fused.epilogue.bias = true;
+    fused.epilogue.activation = GemmActivation::relu;
+    std::vector<T> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n), bias(c.n);
+    fill(a, 1);
+    fill(b, 2);
+    fill(bias, 3);
+    GemmEpilogueOperands ops;
+    ops.bias = bias.data();
+    auto plainRun = [&] { engine.run(plain, a.data(), b.data(), ct.data(), &pool); };
+    auto fusedRun = [&] { engine.run(fused, a.data(), b.data(), ct.data(), &pool, ops); };
+    auto separateRun = [&] {
+      plainRun();
+      const int64_t rows = c.batch * c.m;
+      pool.parallelFor(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          T* row = ct.data() + r * c.n;
+          for (int64_t j = 0; j < c.n; ++j) row[j] = std::max(row[j] + bias[j], T(0));
+        }
+      });
+    };
+    std::vector<double> sp, sf, ss;
+    for (int r = 0; r < opts.runs; ++r) {
+      timeIt(opts, plainRun, sp);
+      timeIt(opts, fusedRun, sf);
+      timeIt(opts, separateRun, ss);
+    }
+    const double p = median(sp), f = median(sf), s = median(ss);
+    fmt::print("{:<24} {:>10.3f} {:>10.3f} {:>12.3f} {:>12.3f} {:>14.3f}\n", c.name, p * 1e3, f * 1e3, s * 1e3,
+               f / p, f / s);
+    std::fflush(stdout);
+  }
+}
+
 int run(const Options& opts) {
   Jit jit(JitOptions::fromEnv());
   ThreadPool pool(opts.threads);
   fmt::print("host: {} ({}-bit vectors), {} threads, {}\n", jit.target().cpu, jit.target().vectorBits(),
              opts.threads, opts.f64 ? "f64 (cblas_dgemm)" : "f32 (cblas_sgemm)");
+  if (opts.epilogue) {
+    if (opts.f64)
+      runEpilogues<double>(opts, pool);
+    else
+      runEpilogues<float>(opts, pool);
+    return 0;
+  }
   openblas_set_num_threads(opts.threads);
   const char* coreEnv = std::getenv("OPENBLAS_CORETYPE");
   fmt::print("OpenBLAS: {} core {}, OPENBLAS_CORETYPE={}, {} threads\n", OPENBLAS_VERSION,
@@ -300,6 +355,8 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "gemm_bench: --shapes must be all, transformer or quick\n");
         return 2;
       }
+    } else if (arg == "--epilogue") {
+      opts.epilogue = true;
     } else if (arg == "--settle-ms") {
       opts.settleMs = std::max(0, std::atoi(value().c_str()));
     } else if (arg == "--dtype") {
@@ -319,7 +376,7 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick] "
-                 "[--clock wall|cpu] [--dtype f32|f64] [--settle-ms S]\n");
+                 "[--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }

@@ -301,7 +301,7 @@ void* GemmEngine::epilogueKernel(const GemmEpilogue& epi) const {
   const std::string name = "tgc_gemm_epilogue_" + config_.name() + "_" + epi.tag();
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto module = std::make_unique<llvm::Module>(name, *ctx);
-  emitGemmEpilogue(*module, epi, config_.dtype, name);
+  emitGemmEpilogue(*module, epi, config_.dtype, config_.lanes, name);
   jit_->addModule(std::move(module), std::move(ctx));
   void* fn = jit_->lookup(name);
   slot.store(fn, std::memory_order_release);

@@ -3,11 +3,13 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Function.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "codegen/llvm_math.h"
@@ -96,7 +98,7 @@ class Stages {
 }  // namespace
 
 llvm::Function* emitGemmEpilogue(llvm::Module& module, const GemmEpilogue& epi, DType dtype,
-                                 std::string_view name) {
+                                 int lanes, std::string_view name) {
   if (dtype != DType::f32 && dtype != DType::f64)
     throw std::invalid_argument(
         fmt::format("gemm epilogue: dtype {} is not supported (f32 or f64)", dtypeName(dtype)));
@@ -170,7 +172,25 @@ llvm::Function* emitGemmEpilogue(llvm::Module& module, const GemmEpilogue& epi, 
   }
   b.CreateStore(v, cp);
   auto* jNext = b.CreateAdd(j, b.getInt64(1), "j.next", true, true);
-  b.CreateCondBr(b.CreateICmpSLT(jNext, cols), colBB, rowEnd);
+  auto* back = b.CreateCondBr(b.CreateICmpSLT(jNext, cols), colBB, rowEnd);
+  // The driver calls this on blocks NR columns wide (two or so vectors): vectorize by one
+  // register, not interleaved, or the vector body would need more columns than a block has
+  // and every element would run in the scalar remainder loop.
+  auto md = [&](const char* key, llvm::Metadata* value) {
+    return llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, key), value});
+  };
+  auto* i32 = b.getInt32Ty();
+  llvm::SmallVector<llvm::Metadata*, 4> loopMd = {
+      nullptr,
+      md("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b.getTrue())),
+      md("llvm.loop.vectorize.width", llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, std::max(1, lanes)))),
+      md("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 1)))};
+  auto* loopId = llvm::MDNode::getDistinct(ctx, loopMd);
+  loopId->replaceOperandWith(0, loopId);
+  // (f64 erf and tanh are libm calls, which keep the loop scalar: no request to warn about.)
+  const bool libmCalls = dtype == DType::f64 && (epi.activation == GemmActivation::gelu ||
+                                                 epi.activation == GemmActivation::geluTanh);
+  if (!libmCalls) back->setMetadata(llvm::LLVMContext::MD_loop, loopId);
   j->addIncoming(zero, rowBB);
   j->addIncoming(jNext, colBB);
 

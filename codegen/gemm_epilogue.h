@@ -83,8 +83,9 @@ using GemmEpilogueKernel = void(T* c, int64_t ldc, int64_t rows, int64_t cols, c
                                 int64_t ldMask, T scale);
 
 // Adds the epilogue kernel of `epi`'s stages for `dtype` (f32 or f64) to `module` as an
-// external function named `name`.
+// external function named `name`, vectorized by `lanes` elements (one vector register, as
+// the micro-kernel's GemmKernelConfig::lanes).
 llvm::Function* emitGemmEpilogue(llvm::Module& module, const GemmEpilogue& epi, DType dtype,
-                                 std::string_view name);
+                                 int lanes, std::string_view name);
 
 }  // namespace tgc::codegen
