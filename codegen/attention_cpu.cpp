@@ -48,12 +48,20 @@ using MaxFn = T (*)(const T* x, int64_t n);
 template <class T>
 using ExpFn = T (*)(T* x, int64_t n, T shift);
 
+// u[i] = philoxUniformAt(seed, offset, first + i) for i < n.
+using UniformFn = void (*)(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u);
+
 template <class T>
 struct Prims {
   GemmFn<T> gemm;
   MaxFn<T> max;
   ExpFn<T> exp;
+  UniformFn uniforms;
 };
+
+void uniformsPortable(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u) {
+  for (int64_t i = 0; i < n; ++i) u[i] = philoxUniformAt(seed, offset, first + static_cast<uint64_t>(i));
+}
 
 template <class T>
 void gemmPortable(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
@@ -228,6 +236,60 @@ TGC_AVX2 T maxAvx2(const T* x, int64_t n) {
   }
 }
 
+// Philox4x32-10 (ir/philox.cpp) on 8 counters at once. The 32 x 32 -> 64-bit products go
+// through _mm256_mul_epu32, which multiplies the even 32-bit lanes: the odd lanes are
+// shifted down for a second product, and the halves are blended back into place.
+TGC_AVX2_INLINE void mulHiLo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(a, m);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
+TGC_AVX2 void uniformsAvx2(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  for (int64_t i = 0; i < n; i += 8) {
+    alignas(32) uint32_t lo[8], hi[8];
+    for (int l = 0; l < 8; ++l) {  // the 64-bit counters offset + e, as in philoxUniformAt
+      const uint64_t ctr = offset + first + static_cast<uint64_t>(i + l);
+      lo[l] = static_cast<uint32_t>(ctr);
+      hi[l] = static_cast<uint32_t>(ctr >> 32);
+    }
+    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+    __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+    __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    for (int r = 0; r < 10; ++r) {
+      if (r > 0) {
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+      }
+      __m256i hi0, lo0, hi1, lo1;
+      mulHiLo(c0, m0, hi0, lo0);
+      mulHiLo(c2, m1, hi1, lo1);
+      const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1),
+                                          _mm256_set1_epi32(static_cast<int>(k0)));
+      const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3),
+                                          _mm256_set1_epi32(static_cast<int>(k1)));
+      c0 = n0;
+      c1 = lo1;
+      c2 = n2;
+      c3 = lo0;
+    }
+    // The top 24 bits of word 0, scaled to [0, 1) (exact in a float).
+    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)),
+                                   _mm256_set1_ps(1.0f / 16777216.0f));
+    if (i + 8 <= n) {
+      _mm256_storeu_ps(u + i, v);
+    } else {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, v);
+      std::copy(t, t + (n - i), u + i);
+    }
+  }
+}
+
 bool cpuHasAvx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -241,11 +303,11 @@ AttentionIsa& currentIsa() {
 template <class T>
 Prims<T> prims() {
   if (currentIsa() == AttentionIsa::Portable)
-    return {&gemmPortable<T>, &maxPortable<T>, &expPortable<T>};
+    return {&gemmPortable<T>, &maxPortable<T>, &expPortable<T>, &uniformsPortable};
   if constexpr (std::is_same_v<T, float>)
-    return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2};
+    return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2, &uniformsAvx2};
   else
-    return {&gemmAvx2<double>, &maxAvx2<double>, &expPortable<double>};
+    return {&gemmAvx2<double>, &maxAvx2<double>, &expPortable<double>, &uniformsAvx2};
 }
 
 // ---- masks and dropout -------------------------------------------------------------------
@@ -257,11 +319,14 @@ struct RowRules {
   const uint8_t* mask;  // at the batch item's base, or null
   int64_t b;
   T keepScale;
+  UniformFn uniforms;
 
-  RowRules(const AttentionParams& params, const uint8_t* m, int64_t batchItem)
+  RowRules(const AttentionParams& params, const Prims<T>& pr, const uint8_t* m,
+           int64_t batchItem)
       : p(params), mask(m && params.hasMask ? m + params.maskBase[batchItem] : nullptr),
         b(batchItem),
-        keepScale(static_cast<T>(1.0 / (1.0 - params.pDrop))) {}
+        keepScale(static_cast<T>(1.0 / (1.0 - params.pDrop))),
+        uniforms(pr.uniforms) {}
 
   // Sets s[c] to -inf for every disallowed key j0 + c of query i, c < cols, and for the
   // padding columns up to colsPadded.
@@ -277,11 +342,13 @@ struct RowRules {
     std::fill(s + allowedEnd, s + colsPadded, ninf);
   }
 
-  // Dropout's factor for element (i, j): 0 or 1 / (1 - p_drop), compared in T.
-  T keep(int64_t i, int64_t j) const {
-    const uint64_t e = static_cast<uint64_t>((b * p.tq + i) * p.tk + j);
-    const T u = static_cast<T>(philoxUniformAt(p.seed, p.offset, e));
-    return u >= static_cast<T>(p.pDrop) ? keepScale : T(0);
+  // Dropout's factors z[c] for the keys j0 + c of query i, c < cols (at most kBlockK):
+  // 0 or 1 / (1 - p_drop), the uniform compared with p_drop in T.
+  void keepFactors(int64_t i, int64_t j0, int64_t cols, T* z) const {
+    alignas(32) float u[kBlockK];
+    uniforms(p.seed, p.offset, static_cast<uint64_t>((b * p.tq + i) * p.tk + j0), cols, u);
+    const T pd = static_cast<T>(p.pDrop);
+    for (int64_t c = 0; c < cols; ++c) z[c] = static_cast<T>(u[c]) >= pd ? keepScale : T(0);
   }
 };
 
@@ -339,7 +406,7 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
                   ForwardScratch<T>& w) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t rows = std::min(kBlockQ, p.tq - i0), dvp = padded(p.dv);
-  const RowRules<T> rules(p, mask, b);
+  const RowRules<T> rules(p, pr, mask, b);
   const T* qb = q + (b * p.tq + i0) * p.d;
   const T* kb = k + b * p.tk * p.d;
   const T* vb = v + b * p.tk * p.dv;
@@ -367,9 +434,11 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
       const T corr = std::exp(w.m[r] - mNew);  // 0 when the row had no allowed key yet
       w.l[r] = w.l[r] * corr + pr.exp(sr, colsP, mNew);
       w.m[r] = mNew;
-      if (p.pDrop > 0)
-        for (int64_t c = 0; c < cols; ++c)
-          if (sr[c] != T(0)) sr[c] *= rules.keep(i, j0 + c);
+      if (p.pDrop > 0) {
+        T z[kBlockK];
+        rules.keepFactors(i, j0, cols, z);
+        for (int64_t c = 0; c < cols; ++c) sr[c] *= z[c];
+      }
       if (corr != T(1)) {
         T* orow = w.o.data() + r * dvp;
         for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
@@ -430,7 +499,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
                   T* dq, T* dk, T* dv, int64_t b, BackwardScratch<T>& w) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t dp = padded(p.d), dvp = padded(p.dv);
-  const RowRules<T> rules(p, mask, b);
+  const RowRules<T> rules(p, pr, mask, b);
   const T* qb = q + b * p.tq * p.d;
   const T* kb = k + b * p.tk * p.d;
   const T* vb = v + b * p.tk * p.dv;
@@ -476,13 +545,18 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
       // pz = p * z; ds = p * (dp * z - delta).
       const T* pz = w.s.data();
       if (p.pDrop > 0) {
-        for (int64_t r = 0; r < rows; ++r)
+        T z[kBlockK];
+        for (int64_t r = 0; r < rows; ++r) {
+          rules.keepFactors(i0 + r, j0, cols, z);
+          std::fill(z + cols, z + colsP, T(0));
+          T* pzr = w.pz.data() + r * colsP;
+          T* dr = w.ds.data() + r * colsP;
+          const T* sr = w.s.data() + r * colsP;
           for (int64_t c = 0; c < colsP; ++c) {
-            const size_t e = static_cast<size_t>(r * colsP + c);
-            const T z = c < cols && w.s[e] != T(0) ? rules.keep(i0 + r, j0 + c) : T(0);
-            w.pz[e] = w.s[e] * z;
-            w.ds[e] *= z;
+            pzr[c] = sr[c] * z[c];
+            dr[c] *= z[c];
           }
+        }
         pz = w.pz.data();
       }
       for (int64_t r = 0; r < rows; ++r) {
