@@ -13,8 +13,8 @@
 #    CPU backend (cuda_runtime_tests, cuda_exec_tests, and cuda_ptx_tests when built);
 # 4. GEMM TFLOP/s at the Transformer's shapes against cuBLAS (bench/cuda_gemm_bench);
 # 5. the base preset's training step (batch 64 x 64 tokens) compiled for the GPU and timed
-#    with `tgc run --backend cuda --repeat` (forward fusions off: library ops do not run on
-#    the GPU yet);
+#    with `tgc run --backend cuda --repeat --profile` (forward fusions off: fused attention
+#    does not run on the GPU yet), with the most expensive launches;
 # 6. prints a summary: each step's status and time, the test counts, the GEMM table.
 # Logs go to BUILD_DIR/gpu-logs/. Exit status: 0 when every step passed, 1 when one failed,
 # 2 without a device (and without --no-device-ok).
@@ -134,7 +134,7 @@ if [[ -x "$build/tools/tgc" ]]; then
   step compile_step 60 env TGC_NO_FUSION=1 "$build/tools/tgc" compile "$root/models/transformer.tg" \
     --preset base --dim B=64 --dim S=64 --dim T=64 --train -o "$build/base_step.tir" &&
     step train_step 120 "$build/tools/tgc" run "$build/base_step.tir" --backend cuda \
-      --random-inputs 1 --repeat 10 --timing-json "$build/base_step_cuda.json"
+      --random-inputs 1 --repeat 10 --profile --timing-json "$build/base_step_cuda.json"
 fi
 
 # ---- 6. summary --------------------------------------------------------------------------------
@@ -154,6 +154,6 @@ if [[ -f "$logs/gemm_bench.log" ]]; then
 fi
 if [[ -f "$logs/train_step.log" ]]; then
   echo "-- base training step (B=64, S=T=64) on the GPU"
-  grep -E 'tgc run:|error' "$logs/train_step.log"
+  grep -E -A12 'tgc run:|error' "$logs/train_step.log"
 fi
 exit "$failed"

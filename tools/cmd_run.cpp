@@ -347,8 +347,7 @@ std::vector<Tensor> runInterp(const Graph& g, std::map<std::string, Tensor> inpu
 }
 
 // --profile: where the time of the runs went, launch by launch (most expensive first).
-void printProfile(const runtime::Executable& exe) {
-  auto launches = exe.profile();
+void printProfile(std::vector<runtime::Executable::LaunchTime> launches) {
   double total = 0, gemm = 0;
   for (const auto& l : launches) {
     total += l.seconds;
@@ -395,7 +394,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
       results = exe->run(inputs);
       timing.run_s.push_back(secondsSince(t1));
     }
-    if (eo.profile) printProfile(*exe);
+    if (eo.profile) printProfile(exe->profile());
     return results;
   }
   runtime::ParamStore store;
@@ -425,7 +424,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
     results.push_back(it != out.end() ? std::move(it->second)
                                       : std::move(store.at(v->name().substr(4))));
   }
-  if (eo.profile) printProfile(*exe);
+  if (eo.profile) printProfile(exe->profile());
   return results;
 }
 
@@ -442,6 +441,7 @@ std::vector<Tensor> runCuda(const Graph& source, std::map<std::string, Tensor> i
   }
   runtime::cuda::CudaExecOptions eo = runtime::cuda::CudaExecOptions::fromEnv();
   if (o.no_cache) eo.useCache = false;
+  if (o.profile) eo.profile = true;
   eo.updateInPlace = !statePairs(*g).empty();
   const auto t0 = std::chrono::steady_clock::now();
   auto exe = runtime::cuda::CudaExecutable::compile(*g, eo);
@@ -461,6 +461,7 @@ std::vector<Tensor> runCuda(const Graph& source, std::map<std::string, Tensor> i
       results = exe->run(inputs);
       timing.run_s.push_back(secondsSince(t1));
     }
+    if (eo.profile) printProfile(exe->profile());
     return results;
   }
   // Training state stays on the device across --repeat runs and comes back at the end.
@@ -475,6 +476,7 @@ std::vector<Tensor> runCuda(const Graph& source, std::map<std::string, Tensor> i
     timing.run_s.push_back(secondsSince(t1));
   }
   exe->saveState(store);
+  if (eo.profile) printProfile(exe->profile());
   for (const Value* v : g->outputs()) {
     auto it = out.find(v->name());
     results.push_back(it != out.end() ? it->second : store.at(v->name().substr(4)));
@@ -592,7 +594,8 @@ void registerRun(CLI::App& app) {
   cmd->add_flag("--no-cache", o->no_cache,
                 "cpu backend: compile every kernel, neither reading nor writing the kernel cache");
   cmd->add_flag("--profile", o->profile,
-                "cpu backend: time every launch and print the most expensive ones to stderr");
+                "cpu and cuda backends: time every launch and print the most expensive ones "
+                "to stderr");
   cmd->callback([o] {
     try {
       runGraph(*o);

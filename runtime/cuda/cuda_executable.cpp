@@ -64,6 +64,8 @@ struct Launch {
   CudaLibraryLaunch library;    // Library: slots are the operands, then the results
   size_t libraryOperands = 0;
   std::vector<int> slots;       // one per kernel buffer
+  double seconds = 0;           // with CudaExecOptions::profile: device time over all runs
+  int64_t runs = 0;
 };
 
 struct CompiledKernel {
@@ -215,6 +217,7 @@ CudaExecOptions CudaExecOptions::fromEnv() {
   o.fuse = !envFlag("TGC_NO_FUSION");
   o.poisonArena = envFlag("TGC_POISON");
   o.useCache = !envFlag("TGC_NO_CACHE");
+  o.profile = envFlag("TGC_PROFILE");
   return o;
 }
 
@@ -245,6 +248,7 @@ struct CudaExecutable::Impl {
 
   DeviceBuffer arena, constantMem, stateMem;
   std::vector<CUdeviceptr> slotPtr;
+  std::vector<std::unique_ptr<Event>> marks;  // profile: before each launch, after the last
   CudaExecStats stats;
 
   void build(const Graph& g);
@@ -511,7 +515,11 @@ std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor
 
   std::vector<CUdeviceptr> args;
   std::vector<void*> argPtrs;
-  for (const Launch& l : launches) {
+  if (opts.profile && marks.empty())
+    for (size_t i = 0; i <= launches.size(); ++i) marks.push_back(std::make_unique<Event>(device));
+  for (size_t li = 0; li < launches.size(); ++li) {
+    const Launch& l = launches[li];
+    if (opts.profile) marks[li]->record(s);
     if (l.kind == Launch::Kind::Gemm) {
       gemm->run(l.gemm, ptr(l.slots[0]), ptr(l.slots[1]), ptr(l.slots[2]), s);
       continue;
@@ -536,6 +544,7 @@ std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor
     const Dim3 block{static_cast<unsigned>(geo.blockThreads), 1, 1};
     launch(k.fn, grid, block, static_cast<unsigned>(geo.sharedBytes), s, argPtrs.data(), l.name);
   }
+  if (opts.profile && !launches.empty()) marks.back()->record(s);
   for (const StateCopy& c : copies) s.copy(ptr(c.dst), ptr(c.src), c.bytes);
 
   std::vector<Tensor> results;
@@ -546,6 +555,11 @@ std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor
     s.download(results.back().data(), ptr(out.slot), slots[out.slot].bytes);
   }
   s.synchronize();
+  if (opts.profile)
+    for (size_t li = 0; li < launches.size(); ++li) {
+      launches[li].seconds += 1e-3 * Event::elapsedMs(*marks[li], *marks[li + 1]);
+      ++launches[li].runs;
+    }
   return results;
 }
 
@@ -646,6 +660,13 @@ std::vector<std::string> CudaExecutable::launchNames() const {
   std::vector<std::string> names;
   for (const Launch& l : impl_->launches) names.push_back(l.name);
   return names;
+}
+
+std::vector<Executable::LaunchTime> CudaExecutable::profile() const {
+  std::vector<Executable::LaunchTime> out;
+  for (const Launch& l : impl_->launches)
+    out.push_back({l.name, l.kind == Launch::Kind::Gemm, l.seconds, l.runs});
+  return out;
 }
 
 std::vector<std::string> CudaExecutable::kernelSources() const {

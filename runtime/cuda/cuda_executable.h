@@ -33,6 +33,7 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/executable.h"
 
 namespace tgc::runtime {
 class ParamStore;
@@ -46,6 +47,7 @@ struct CudaExecOptions {
   bool updateInPlace = false;   // the stateful mode (loadState / runStep / saveState)
   bool poisonArena = false;     // TGC_POISON=1: the arena starts as NaN bytes every run
   bool useCache = true;         // NVRTC's disk cache; TGC_NO_CACHE=1: off
+  bool profile = false;         // TGC_PROFILE=1: time every launch with events (profile())
 
   static CudaExecOptions fromEnv();
 };
@@ -92,6 +94,9 @@ class CudaExecutable {
   const DeviceInfo& device() const;
   // Launch names in order ("gemm:<value>" for GEMMs).
   std::vector<std::string> launchNames() const;
+  // With CudaExecOptions::profile: device time per launch (between events recorded around
+  // it) summed over the runs so far, in launch order; `gemm` marks GEMM launches.
+  std::vector<Executable::LaunchTime> profile() const;
   // The CUDA source of each distinct kernel (for dumps and tests).
   std::vector<std::string> kernelSources() const;
 
