@@ -1,0 +1,267 @@
+// The emitted CUDA run without a GPU: every distinct kernel of a small training step of the
+// tiny Transformer, printed as CUDA, is compiled as host C++ against a small emulation of
+// the CUDA execution model (one std::thread per CUDA thread, blocks one after another,
+// __syncthreads() a std::barrier, warp shuffles through a block-wide exchange) and run on
+// random inputs; every buffer it writes must match the CPU backend's kernel (LLVM JIT) on
+// the same inputs. This checks the mapping to the grid (spread loops, block reductions,
+// syncs, one thread per element, grid-stride loops over a grid smaller than the range),
+// not the GPU's own arithmetic. Skipped, saying why, without a host C++ compiler.
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/jit.h"
+#include "codegen/llvm_emitter.h"
+#include "frontend/frontend.h"
+#include "passes/train_step.h"
+#include "runtime/executable.h"
+
+using namespace tgc;
+namespace cuda = tgc::codegen::cuda;
+namespace kir = tgc::codegen::kir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The CUDA names the emitted code uses, for the host.
+constexpr const char* kEmulation = R"EMU(
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+using std::signbit;
+struct tgc_emu_dim3 { unsigned x = 0, y = 0, z = 0; };
+thread_local tgc_emu_dim3 threadIdx, blockIdx;
+tgc_emu_dim3 blockDim, gridDim;
+std::barrier<>* tgc_emu_barrier = nullptr;
+unsigned long long tgc_emu_exchange[1024];
+inline void __syncthreads() { tgc_emu_barrier->arrive_and_wait(); }
+template <class T> T __shfl_xor_sync(unsigned, T v, int offset) {
+  std::memcpy(&tgc_emu_exchange[threadIdx.x], &v, sizeof(T));
+  __syncthreads();
+  T other;
+  std::memcpy(&other, &tgc_emu_exchange[threadIdx.x ^ static_cast<unsigned>(offset)], sizeof(T));
+  __syncthreads();
+  return other;
+}
+template <class To, class From> To tgc_emu_bits(From f) { To t; std::memcpy(&t, &f, sizeof t); return t; }
+inline float __int_as_float(int i) { return tgc_emu_bits<float>(i); }
+inline float __uint_as_float(unsigned i) { return tgc_emu_bits<float>(i); }
+inline unsigned __float_as_uint(float f) { return tgc_emu_bits<unsigned>(f); }
+inline double __longlong_as_double(long long i) { return tgc_emu_bits<double>(i); }
+template <class I, class F> I tgc_emu_rz(F x) {  // cvt.rzi: truncate, saturate, NaN -> 0
+  if (x != x) return 0;
+  if (x <= static_cast<F>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (x >= static_cast<F>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(x);
+}
+inline int __float2int_rz(float x) { return tgc_emu_rz<int>(x); }
+inline long long __float2ll_rz(float x) { return tgc_emu_rz<long long>(x); }
+inline int __double2int_rz(double x) { return tgc_emu_rz<int>(x); }
+inline long long __double2ll_rz(double x) { return tgc_emu_rz<long long>(x); }
+inline float tgc_f16_to_f32(unsigned short h) { return static_cast<float>(tgc_emu_bits<_Float16>(h)); }
+inline unsigned short tgc_f32_to_f16(float f) { return tgc_emu_bits<unsigned short>(static_cast<_Float16>(f)); }
+inline void tgc_emu_launch(unsigned grid, unsigned block, const std::function<void()>& body) {
+  gridDim = {grid, 1, 1};
+  blockDim = {block, 1, 1};
+  for (unsigned b = 0; b < grid; ++b) {
+    std::barrier<> bar(block);
+    tgc_emu_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; ++t)
+      threads.emplace_back([&, t] { threadIdx = {t, 0, 0}; blockIdx = {b, 0, 0}; body(); });
+    for (auto& th : threads) th.join();
+  }
+}
+)EMU";
+
+const char* cType(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::bf16:
+    case DType::f16: return "unsigned short";
+    case DType::i32: return "int";
+    case DType::i64: return "long long";
+    case DType::boolean: return "unsigned char";
+  }
+  return "?";
+}
+
+std::unique_ptr<Graph> smallTrainStep() {
+  ModelOptions o;
+  o.preset = "tiny";
+  o.sets = {{"src_vocab", "24"}, {"tgt_vocab", "24"}, {"p_drop", "0.1"}};
+  o.dims = {{"B", 2}, {"S", 40}, {"T", 36}};
+  CompiledModel m = compileModelFile(std::string(TGC_SOURCE_DIR) + "/models/transformer.tg", o);
+  m.graph->setOutputs({m.graph->outputs()[m.loss_output]});
+  buildTrainStep(*m.graph, OptimizerConfig{});
+  return std::move(m.graph);
+}
+
+// Random contents for a buffer: floats in [-1, 1], integers in [0, 4) (indices stay in
+// range), bools 0/1; 16-bit floats as the bits of such floats.
+std::vector<unsigned char> randomBytes(const kir::BufferDecl& d, std::mt19937_64& rng) {
+  const size_t n = static_cast<size_t>(std::max<int64_t>(d.numel, 1));
+  std::vector<unsigned char> bytes(n * dtypeSize(d.dtype));
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char* at = bytes.data() + i * dtypeSize(d.dtype);
+    auto put = [&](auto v) { std::memcpy(at, &v, sizeof v); };
+    switch (d.dtype) {
+      case DType::f32: put(static_cast<float>(u(rng))); break;
+      case DType::f64: put(u(rng)); break;
+      case DType::bf16: put(floatToBF16(static_cast<float>(u(rng)))); break;
+      case DType::f16: put(floatToF16(static_cast<float>(u(rng)))); break;
+      case DType::i32: put(static_cast<int32_t>(rng() % 4)); break;
+      case DType::i64: put(static_cast<int64_t>(rng() % 4)); break;
+      case DType::boolean: put(static_cast<uint8_t>(rng() % 2)); break;
+    }
+  }
+  return bytes;
+}
+
+// Element i of two buffers agree: floats within 1e-4 relative (libm vs the CPU's
+// polynomials, tree vs serial sums), NaN matching NaN; the rest exactly.
+bool close(DType t, const unsigned char* a, const unsigned char* b, std::string& what) {
+  auto cmp = [&](double x, double y) {
+    what = fmt::format("{} vs {}", x, y);
+    if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+    if (std::isinf(x) || std::isinf(y)) return x == y;
+    return std::abs(x - y) <= 1e-4 * (1 + std::abs(y));
+  };
+  switch (t) {
+    case DType::f32: { float x, y; std::memcpy(&x, a, 4); std::memcpy(&y, b, 4); return cmp(x, y); }
+    case DType::f64: { double x, y; std::memcpy(&x, a, 8); std::memcpy(&y, b, 8); return cmp(x, y); }
+    case DType::bf16: { uint16_t x, y; std::memcpy(&x, a, 2); std::memcpy(&y, b, 2); return cmp(bf16ToFloat(x), bf16ToFloat(y)); }
+    case DType::f16: { uint16_t x, y; std::memcpy(&x, a, 2); std::memcpy(&y, b, 2); return cmp(f16ToFloat(x), f16ToFloat(y)); }
+    default:
+      what = "bytes differ";
+      return std::memcmp(a, b, dtypeSize(t)) == 0;
+  }
+}
+
+// A copy of some bytes at a 64-byte aligned address.
+struct AlignedBytes {
+  explicit AlignedBytes(std::vector<unsigned char> b)
+      : bytes(std::move(b)),
+        memory(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64)),
+               &std::free) {
+    std::memcpy(memory.get(), bytes.data(), bytes.size());
+  }
+  unsigned char* data() { return memory.get(); }
+  std::vector<unsigned char> bytes;  // the initial contents (and the size)
+  std::unique_ptr<unsigned char, decltype(&std::free)> memory;
+};
+
+TEST(CudaEmulation, TrainStepKernelsMatchTheCpuBackend) {
+  const char* cxx = std::getenv("CXX");
+  const std::string compiler = cxx && *cxx ? cxx : "c++";
+  if (std::system(fmt::format("{} --version > /dev/null 2>&1", compiler).c_str()) != 0)
+    GTEST_SKIP() << "no host C++ compiler (" << compiler << ") to run the emulation";
+
+  const std::vector<kir::Kernel> all = runtime::lowerGraphKernels(*smallTrainStep());
+  std::map<std::string, const kir::Kernel*> distinct;  // one per kernel text, names aside
+  for (const auto& k : all) {
+    kir::Kernel plain = k;
+    plain.name = "k";
+    for (auto& b : plain.buffers) b.name = "x";
+    distinct.emplace(cuda::kernelFunction(plain), &k);
+  }
+  std::vector<const kir::Kernel*> kernels;
+  for (const auto& [text, k] : distinct) kernels.push_back(k);
+
+  // One translation unit: the emulation, the helpers, the kernels, a launcher per kernel.
+  std::string source = std::string(kEmulation) + cuda::cudaPreamble();
+  std::vector<cuda::LaunchGeometry> launches(kernels.size());
+  std::map<cuda::Mapping, int> mappings;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kir::Kernel& k = *kernels[i];
+    source += "\n" + cuda::kernelFunction(k, &launches[i]);
+    ++mappings[launches[i].mapping];
+    std::string args;
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      args += fmt::format("({}*)bufs[{}], ", cType(k.buffers[b].dtype), b);
+    source += fmt::format(
+        "extern \"C\" void launch_{0}(void* const* bufs, long long begin, long long end, "
+        "unsigned grid, unsigned block) {{\n  tgc_emu_launch(grid, block, [&] {{ {0}({1}begin, "
+        "end); }});\n}}\n",
+        k.name, args);
+  }
+  const fs::path dir = fs::temp_directory_path() / fmt::format("tgc-cuda-emu-{}", getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "kernels.cpp") << source;
+  const std::string build = fmt::format(
+      "{0} -std=c++20 -O1 -w -shared -fPIC -pthread -DTGC_CUDA_HOST_EMULATION {1}/kernels.cpp "
+      "-o {1}/kernels.so > {1}/build.log 2>&1",
+      compiler, dir.string());
+  ASSERT_EQ(std::system(build.c_str()), 0) << "see " << dir / "build.log";
+  void* lib = dlopen((dir / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+
+  codegen::JitOptions jo;
+  jo.useCache = false;
+  codegen::Jit jit(jo);
+  const std::vector<kir::KernelFn> cpu = codegen::compileKernels(jit, kernels);
+
+  std::mt19937_64 rng(42);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kir::Kernel& k = *kernels[i];
+    using Launch = void (*)(void* const*, long long, long long, unsigned, unsigned);
+    auto launch = reinterpret_cast<Launch>(dlsym(lib, ("launch_" + k.name).c_str()));
+    ASSERT_NE(launch, nullptr) << k.name;
+    // The CPU kernels assume buffers 64-byte aligned, as the arena places them.
+    std::vector<AlignedBytes> gpu, ref;
+    for (const auto& b : k.buffers) {
+      gpu.emplace_back(randomBytes(b, rng));
+      ref.emplace_back(gpu.back().bytes);
+    }
+    std::vector<void*> gp, rp;
+    for (size_t b = 0; b < gpu.size(); ++b) gp.push_back(gpu[b].data()), rp.push_back(ref[b].data());
+    if (std::getenv("TGC_EMU_TRACE")) std::fprintf(stderr, "%s\n", k.name.c_str());
+    cpu[i](rp.data(), 0, k.parallelExtent);
+    // At most 3 blocks, so grid-stride loops go round more than once.
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(3, launches[i].gridBlocks(k.parallelExtent)));
+    launch(gp.data(), 0, k.parallelExtent, grid, static_cast<unsigned>(launches[i].blockThreads));
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      if (k.buffers[b].access == kir::Access::Read) continue;
+      const size_t size = dtypeSize(k.buffers[b].dtype);
+      for (size_t e = 0; e < gpu[b].bytes.size() / size; ++e) {
+        std::string what;
+        if (!close(k.buffers[b].dtype, gpu[b].data() + e * size, ref[b].data() + e * size, what)) {
+          ADD_FAILURE() << k.name << ": buffer " << k.buffers[b].name << "[" << e << "]: emulated "
+                        << what << " (CPU)\n" << cuda::kernelFunction(k);
+          break;
+        }
+      }
+    }
+  }
+  dlclose(lib);
+  fs::remove_all(dir);
+  std::printf("%zu kernels (%zu distinct): %d one block per iteration, %d one thread per "
+              "element, %d one thread per iteration\n",
+              all.size(), kernels.size(), mappings[cuda::Mapping::BlockPerIteration],
+              mappings[cuda::Mapping::ThreadPerElement], mappings[cuda::Mapping::ThreadPerIteration]);
+  EXPECT_GT(mappings[cuda::Mapping::BlockPerIteration], 0);
+  EXPECT_GT(mappings[cuda::Mapping::ThreadPerElement], 0);
+}
+
+}  // namespace
