@@ -39,7 +39,7 @@ class Matcher {
     Value* targets;
     double smoothing;
     Node* perToken;
-    std::vector<Node*> pattern;  // every node the fused op replaces, in graph order
+    std::vector<Node*> pattern;  // every node the fused op replaces
   };
 
   std::optional<Match> match(Node* logSoftmax) {
@@ -171,8 +171,9 @@ class Matcher {
 };
 
 // Erases the matched nodes, then whatever only they used (the one-hot's cast, eq, iota and
-// reshape, the weights' constants), unless something else still reads it.
-void eraseDead(Graph& g, std::vector<Node*> nodes) {
+// reshape, the weights' constants), unless something else still reads it. Adds what it
+// erased to `erased`.
+void eraseDead(Graph& g, std::vector<Node*> nodes, std::unordered_set<const Node*>& erased) {
   std::unordered_set<const Value*> outs(g.outputs().begin(), g.outputs().end());
   bool progress = true;
   while (progress) {
@@ -191,6 +192,7 @@ void eraseDead(Graph& g, std::vector<Node*> nodes) {
       std::vector<Node*> defs;
       for (Value* o : n->operands()) defs.push_back(o->def());
       g.erase(n);
+      erased.insert(n);
       it = nodes.erase(it);
       for (Node* d : defs)
         if (std::find(nodes.begin(), nodes.end(), d) == nodes.end()) nodes.push_back(d);
@@ -204,8 +206,9 @@ void eraseDead(Graph& g, std::vector<Node*> nodes) {
 
 bool runFuseCrossEntropy(Graph& g, PassContext&) {
   bool changed = false;
+  std::unordered_set<const Node*> erased;  // nodes of the snapshot that are gone
   for (Node* n : nodeSnapshot(g)) {
-    if (n->op() != OpKind::LogSoftmax) continue;
+    if (erased.count(n) || n->op() != OpKind::LogSoftmax) continue;
     Users users = g.computeUsers();
     Matcher matcher(g, users);
     auto m = matcher.match(n);
@@ -217,7 +220,7 @@ bool runFuseCrossEntropy(Graph& g, PassContext&) {
                         {{"smoothing", m->smoothing}}, {name + ".fused", base + "lse"});
     g.moveBefore(fused, m->perToken);
     g.replaceAllUsesWith(perToken, fused->result(0));
-    eraseDead(g, m->pattern);
+    eraseDead(g, m->pattern, erased);
     g.renameValue(fused->result(0), name);
     changed = true;
   }
