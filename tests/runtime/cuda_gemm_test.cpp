@@ -25,24 +25,38 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TEST(CudaGemmSource, CompilesToPtxForSm90AndPassesPtxas) {
+// One test per kernel family (TGC_GEMM_FAMILY in gemm_kernels.cu), so each stays short.
+class CudaGemmSource : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaGemmSource, CompilesToPtxForSm90AndPassesPtxas) {
   TGC_REQUIRE_NVRTC();
   const std::string ptxas = tgc::testing::findPtxas();
   if (ptxas.empty()) GTEST_SKIP() << "ptxas not found (set TGC_PTXAS or CUDA_HOME)";
+  const int family = GetParam();
   codegen::cuda::NvrtcOptions no;
   no.useCache = false;  // the compiler must really run
+  no.extra = {fmt::format("-DTGC_GEMM_FAMILY={}", family)};
   const auto ptx = codegen::cuda::compilePtx(gemmSource(), "tgc_gemm", "compute_90", no);
+  const std::string mine = family == 1 ? "tgc_gemm_simt_" : "tgc_gemm_mma_";
   for (const std::string& name : gemmKernelNames())
-    EXPECT_NE(ptx.image.find(".entry " + name + "("), std::string::npos) << name;
-  EXPECT_NE(ptx.image.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
-            std::string::npos);
-  EXPECT_NE(ptx.image.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
-            std::string::npos);
-
-  const auto r = tgc::testing::runPtxas(ptxas, ptx.image, "gemm");
+    EXPECT_EQ(ptx.image.find(".entry " + name + "(") != std::string::npos,
+              name.starts_with(mine))
+        << name;
+  if (family == 2) {
+    for (const char* t : {"bf16", "f16"}) {
+      const std::string mma = fmt::format("mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32", t);
+      EXPECT_NE(ptx.image.find(mma), std::string::npos) << mma;
+    }
+  }
+  const auto r = tgc::testing::runPtxas(ptxas, ptx.image, fmt::format("gemm{}", family));
   EXPECT_EQ(r.status, 0) << r.log;
   EXPECT_GT(r.cubinBytes, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaGemmSource, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(i.param == 1 ? "CudaCores" : "TensorCores");
+                         });
 
 TEST(CudaGemmDesc, KernelNamesFollowDtypeAndTransposes) {
   EXPECT_EQ(gemmKernelName(CudaGemmDesc::contiguous(DType::f32, 2, 3, 4)), "tgc_gemm_simt_f32_nn");
