@@ -6,6 +6,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "codegen/lower.h"
+
 namespace tgc::runtime {
 
 namespace {
@@ -90,6 +92,21 @@ class Folder {
     return it->second[0];
   }
 
+  // Whether v is stored in memory whether or not it feeds an epilogue: not computed by a
+  // generated kernel, or read by something that takes its operands from memory (a GEMM, a
+  // view, a library kernel), or a graph output. A value only kernels read may be fused into
+  // them or recomputed in each (a dropout mask from philox_uniform); reading it in an
+  // epilogue would add a launch and a round trip through memory.
+  bool inMemory(const Value* v) const {
+    if (codegen::classify(*v->def()) != codegen::NodeExecution::Kernel || outputs_.count(v))
+      return true;
+    auto it = users_.find(v);
+    if (it == users_.end()) return false;
+    return std::any_of(it->second.begin(), it->second.end(), [](const Node* u) {
+      return codegen::classify(*u) != codegen::NodeExecution::Kernel;
+    });
+  }
+
   // Matches `next` (consuming cur) as a stage at or after `stage`; returns the stage it
   // took, or kDone.
   Stage match(const Node& next, const Value* cur, Stage stage, FoldedEpilogue& e) const {
@@ -113,6 +130,7 @@ class Folder {
       case OpKind::Add: {
         const Value* r = other(next, cur);
         if (!r) return kDone;
+        if (!inMemory(r)) return kDone;
         if (stage <= kBias && isBias(r, cur)) {
           e.stages.bias = true;
           e.bias = r;
@@ -145,12 +163,14 @@ class Folder {
         if (cond->type().dtype != DType::boolean || cond->type().shape != t.shape) return kDone;
         const Node* test = cond->def();
         if (test->op() == OpKind::Gt && isZeroConstant(test->operand(1)) &&
-            test->operand(0)->type() == t) {
+            test->operand(0)->type() == t && inMemory(test->operand(0))) {
           e.stages.mask = GemmMask::positive;
           e.mask = test->operand(0);
-        } else {
+        } else if (inMemory(cond)) {
           e.stages.mask = GemmMask::nonzero;
           e.mask = cond;
+        } else {
+          return kDone;
         }
         return kMask;
       }

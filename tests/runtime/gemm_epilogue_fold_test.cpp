@@ -225,6 +225,31 @@ TEST(GemmEpilogueFold, NearMissesDoNotFold) {
     %r = mul(%q, %s) : T[5,7]
     return %r
   })", 1);
+  // A dropout mask made by a kernel from philox_uniform, read only by kernels: it stays
+  // inside the dropout kernel instead of being stored for the epilogue. Likewise an addend
+  // only a kernel computes and reads (exp(s)).
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %seed = input() : i64[]
+    %off = constant() {value=[0.0]} : i64[]
+    %rand = philox_uniform(%seed, %off) : T[5,7]
+    %p1 = constant() {value=[0.1]} : T[]
+    %keep = ge(%rand, %p1) : bool[5,7]
+    %zero = constant() {value=[0.0]} : T[]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = where(%keep, %p, %zero) : T[5,7]
+    return %q
+  })", 1);
+  expectNoFold(R"(graph @g {
+    %a = input() : T[5,6]
+    %b = input() : T[6,7]
+    %s = input() : T[5,7]
+    %e = exp(%s) : T[5,7]
+    %p = matmul(%a, %b) : T[5,7]
+    %q = add(%p, %e) : T[5,7]
+    return %q
+  })", 1);
   // A non-zero else value.
   expectNoFold(R"(graph @g {
     %a = input() : T[5,6]
