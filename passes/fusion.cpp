@@ -1,19 +1,32 @@
 #include "passes/fusion.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "passes/passes.h"
 
 namespace tgc {
+namespace {
+
+// Same reading as the runtime's flags: unset or empty is nullopt, "0" is false.
+std::optional<bool> envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v) != "0";
+}
+
+}  // namespace
+
+bool forwardFusionsEnabled() {
+  if (envFlag("TGC_NO_FUSION").value_or(false)) return false;
+  return envFlag("TGC_FORWARD_FUSIONS").value_or(kForwardFusionsByDefault);
+}
 
 void runForwardFusions(Graph& g) {
-  // Same reading as the runtime's flag: set, not empty and not "0".
-  const char* off = std::getenv("TGC_NO_FUSION");
-  if (off && *off && std::string(off) != "0") return;
+  if (!forwardFusionsEnabled()) return;
   PassContext ctx;
   runFuseAttention(g, ctx);
-  runFuseCrossEntropy(g, ctx);
 }
 
 }  // namespace tgc

@@ -6,12 +6,20 @@
 
 namespace tgc {
 
-// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp),
-// fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
+// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp), ...
 // buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
 // (where a training step's forward is already differentiated it finds nothing: the
-// intermediates it would fuse are read by the backward). TGC_NO_FUSION=1 in the environment
-// turns it off, as it turns off the runtime's kernel fusion.
+// intermediates it would fuse are read by the backward). Does nothing unless
+// forwardFusionsEnabled().
 void runForwardFusions(Graph& g);
+
+// TGC_NO_FUSION=1 turns the forward fusions off (as it turns off the runtime's kernel
+// fusion); TGC_FORWARD_FUSIONS=1 or =0 turns them on or off; otherwise kForwardFusionsByDefault.
+bool forwardFusionsEnabled();
+
+// Off until the CPU attention kernel propagates NaN scores like the unfused softmax (a
+// non-finite training step must still show a NaN loss) and the compiled-step tests allow for
+// its float32 rounding; then on.
+inline constexpr bool kForwardFusionsByDefault = false;
 
 }  // namespace tgc

@@ -7,6 +7,7 @@
 
 #include "ir/builder.h"
 #include "passes/autodiff.h"
+#include "passes/fusion.h"
 
 namespace tgc {
 
@@ -21,6 +22,7 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   if (g.outputs().empty()) throw IRError("train step: the graph has no outputs (loss first)");
   if (cfg.schedule != "noam" && cfg.schedule != "constant")
     throw IRError(fmt::format("train step: unknown schedule '{}' (noam, constant)", cfg.schedule));
+  runForwardFusions(g);  // fused forward ops differentiate into fused backward ops
   Value* loss = g.outputs()[0];
   std::vector<Value*> params = trainableParameters(g);
   std::vector<Value*> grads = appendGradients(g, loss, params);

@@ -19,6 +19,7 @@
 #include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
 #include "ir/interpreter.h"
+#include "passes/fusion.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
@@ -465,6 +466,7 @@ std::unique_ptr<Executable> Executable::compile(const Graph& g, const ExecOption
 
 void Executable::Impl::build(const Graph& source) {
   auto graph = source.clone();
+  runForwardFusions(*graph);  // passes/fusion.h: a forward graph's attention becomes fused_attention
   graph->removeDeadNodes();
   stats.foldedReductions = foldBatchReductionsIntoGemms(*graph);
   const GemmEpilogues epilogues = foldGemmEpilogues(*graph);  // runtime/gemm_epilogue.h

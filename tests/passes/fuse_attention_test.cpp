@@ -187,7 +187,7 @@ TEST(FuseAttention, FullyMaskedRowsGiveZerosAlsoForFiniteMasks) {
   }
 }
 
-TEST(FuseAttention, NoFusionEnvironmentTurnsTheForwardFusionsOff) {
+TEST(FuseAttention, EnvironmentTurnsTheForwardFusionsOnAndOff) {
   auto graphWithSoftmax = [&] {
     auto g = std::make_unique<Graph>("fwd");
     Builder b(*g);
@@ -196,12 +196,17 @@ TEST(FuseAttention, NoFusionEnvironmentTurnsTheForwardFusionsOff) {
     return g;
   };
   auto g = graphWithSoftmax();
-  setenv("TGC_NO_FUSION", "1", 1);
+  setenv("TGC_FORWARD_FUSIONS", "0", 1);
+  runForwardFusions(*g);
+  EXPECT_EQ(count(*g, OpKind::FusedAttention), 0);
+  setenv("TGC_FORWARD_FUSIONS", "1", 1);
+  setenv("TGC_NO_FUSION", "1", 1);  // wins
   runForwardFusions(*g);
   EXPECT_EQ(count(*g, OpKind::FusedAttention), 0);
   unsetenv("TGC_NO_FUSION");
   runForwardFusions(*g);
   EXPECT_EQ(count(*g, OpKind::FusedAttention), 1);
+  unsetenv("TGC_FORWARD_FUSIONS");
 }
 
 // The tiny preset's training graph (padding masks, causal decoder, cross-attention, and
