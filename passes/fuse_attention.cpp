@@ -17,8 +17,9 @@
 //                              frontend's form, exactly: becomes p_drop with seed and offset
 //   matmul(weights, v)         transpose_b gives v
 // Every intermediate (scores, masked scores, weights, the dropout's values) must be used only
-// by the next step and not be a graph output, and q, k and v must have the same batch dims
-// (the matmuls do not broadcast). Otherwise the graph is left alone.
+// by the next step and not be a graph output, q, k and v must have the same batch dims (the
+// matmuls do not broadcast), and the dtype must be f32 or f64 (the CPU library kernels' types;
+// 16-bit attention stays unfused). Otherwise the graph is left alone.
 //
 // Masks are split into conditions at logical_and. A condition computed without inputs is
 // evaluated: all true is dropped, `key <= query` becomes causal=true (no [Tq, Tk] tensor at
@@ -140,7 +141,8 @@ Value* matchDropout(const Node& mul, const Value* w, const Uses& uses, Match& m)
 std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
   const Value* w = softmax.result();
   const int64_t rank = w->type().rank();
-  if (rank < 2 || !isFloat(w->type().dtype) ||
+  const DType dt = w->type().dtype;
+  if (rank < 2 || (dt != DType::f32 && dt != DType::f64) ||
       normalizeAxis(softmax.attrInt("axis"), rank) != rank - 1)
     return std::nullopt;
   Match m;
