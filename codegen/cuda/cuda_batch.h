@@ -20,8 +20,6 @@ struct KernelModule {
   NvrtcResult compiled;  // PTX or CUBIN of the whole module
 };
 
-enum class Product { Ptx, Cubin };
-
 // Groups `kernels` (in order, at most `perModule` each) and compiles the groups on
 // `threads` threads (0: std::thread::hardware_concurrency()). Kernel names must be unique.
 // Throws the first NvrtcError any group raised.

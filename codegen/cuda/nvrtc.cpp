@@ -166,8 +166,6 @@ std::string programFileName(const std::string& name) {
   return (out.empty() ? "kernel" : out) + ".cu";
 }
 
-enum class Product { Ptx, Cubin };
-
 NvrtcResult compile(Product product, const std::string& source, const std::string& name,
                     const std::string& arch, const NvrtcOptions& o) {
   const Api& a = usableApi();

@@ -54,6 +54,8 @@ struct NvrtcOptions {
   static NvrtcOptions fromEnv();
 };
 
+enum class Product { Ptx, Cubin };
+
 struct NvrtcResult {
   std::string image;  // PTX text (without a trailing NUL) or CUBIN bytes
   std::string log;    // NVRTC's log (warnings), empty when it had nothing to say

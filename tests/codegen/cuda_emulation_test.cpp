@@ -236,7 +236,6 @@ TEST(CudaEmulation, TrainStepKernelsMatchTheCpuBackend) {
     }
     std::vector<void*> gp, rp;
     for (size_t b = 0; b < gpu.size(); ++b) gp.push_back(gpu[b].data()), rp.push_back(ref[b].data());
-    if (std::getenv("TGC_EMU_TRACE")) std::fprintf(stderr, "%s\n", k.name.c_str());
     cpu[i](rp.data(), 0, k.parallelExtent);
     // At most 3 blocks, so grid-stride loops go round more than once.
     const auto grid = static_cast<unsigned>(std::min<int64_t>(3, launches[i].gridBlocks(k.parallelExtent)));
