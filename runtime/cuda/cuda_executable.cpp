@@ -61,6 +61,7 @@ struct Launch {
   size_t kernel = 0;            // Kernel: index into Impl::kernels
   int64_t extent = 1;           // Kernel: parallel iterations
   CudaGemmDesc gemm;            // Gemm: slots are A, B, C
+  const Node* node = nullptr;   // Library: the node (in Impl::graph), bound on the device
   CudaLibraryLaunch library;    // Library: slots are the operands, then the results
   size_t libraryOperands = 0;
   std::vector<int> slots;       // one per kernel buffer
@@ -228,9 +229,13 @@ struct CudaExecutable::Impl {
   std::unique_ptr<CudaGemm> gemm;  // loaded when the graph has a matmul
   std::unique_ptr<CudaLibrary> library;  // loaded when it has a library op
 
+  std::unique_ptr<Graph> graph;  // the compiled copy (library launches point into it)
   std::vector<Slot> slots;
   std::vector<Launch> launches;
-  std::vector<CompiledKernel> kernels;  // distinct kernels
+  std::vector<kir::Kernel> distinct;    // layout: one per compiled kernel
+  std::vector<Tensor> constants;        // layout: values, uploaded by materialize
+  std::vector<int> constantSlots;
+  std::vector<CompiledKernel> kernels;  // distinct kernels, compiled
   struct IO {
     std::string name;
     TensorType type;
@@ -251,9 +256,12 @@ struct CudaExecutable::Impl {
   std::vector<std::unique_ptr<Event>> marks;  // profile: before each launch, after the last
   CudaExecStats stats;
 
-  void build(const Graph& g);
-  void compileKernels(std::vector<kir::Kernel>& distinct);
+  // Host work: slots, launches, lowered kernels, the memory plan (no device needed).
+  void layout(const Graph& g);
   void plan();
+  // Device work: allocations, constants, compiled and loaded kernels, bound library ops.
+  void materialize();
+  void compileKernels();
   CUdeviceptr ptr(int slot) const { return slotPtr[static_cast<size_t>(slot)]; }
   // Uploads `given` (one per input; null for state inputs), runs, and downloads the
   // outputs not skipped.
@@ -267,13 +275,24 @@ std::unique_ptr<CudaExecutable> CudaExecutable::compile(const Graph& g,
   impl->opts = opts;
   impl->device = Device::open(opts.device);  // no device: NoDeviceError before any work
   impl->stream = std::make_unique<Stream>(impl->device);
-  impl->build(g);
+  impl->layout(g);
+  impl->materialize();
   impl->stats.compileSeconds = secondsSince(t0);
   return std::unique_ptr<CudaExecutable>(new CudaExecutable(std::move(impl)));
 }
 
-void CudaExecutable::Impl::build(const Graph& source) {
-  auto graph = source.clone();
+CudaExecutable::Layout CudaExecutable::layout(const Graph& g, const CudaExecOptions& opts) {
+  Impl impl;
+  impl.opts = opts;
+  impl.layout(g);
+  Layout out;
+  out.stats = impl.stats;
+  for (const Launch& l : impl.launches) out.launches.push_back(l.name);
+  return out;
+}
+
+void CudaExecutable::Impl::layout(const Graph& source) {
+  graph = source.clone();
   graph->removeDeadNodes();
 
   // State inputs: X with an output new.X of the same type.
@@ -299,9 +318,6 @@ void CudaExecutable::Impl::build(const Graph& source) {
     slots[slot].lastUse = std::max(slots[slot].lastUse, launch);
   };
 
-  std::vector<Tensor> constants;
-  std::vector<int> constantSlots;
-  std::vector<kir::Kernel> distinct;
   std::unordered_map<std::string, size_t> byKey;
   std::set<std::string> names;
   KeyWriter keys;
@@ -351,11 +367,11 @@ void CudaExecutable::Impl::build(const Graph& source) {
         break;
       }
       case codegen::NodeExecution::Library: {
-        if (!library) library = std::make_unique<CudaLibrary>(device);
+        libraryKernelsFor(n);  // an op or dtype without a GPU kernel fails here
         Launch l;
         l.kind = Launch::Kind::Library;
         l.name = "library:" + n.result()->name();
-        l.library = library->bind(n);
+        l.node = &n;
         l.libraryOperands = n.operands().size();
         for (const Value* v : n.operands()) l.slots.push_back(slotOf.at(v));
         for (size_t i = 0; i < n.numResults(); ++i) {  // each result its own buffer
@@ -421,27 +437,29 @@ void CudaExecutable::Impl::build(const Graph& source) {
     copies.push_back({out.slot, x, slots[x].bytes});
   }
   stats.stateCopies = static_cast<int>(copies.size());
-
+  stats.distinctKernels = static_cast<int>(distinct.size());
   plan();
-  // Constants: one allocation, uploaded now.
-  int64_t constantBytes = 0;
-  for (int s : constantSlots) {
-    slots[s].offset = constantBytes;
-    constantBytes += alignUp(slots[s].bytes, kDeviceAlignment);
-  }
-  stats.constantBytes = constantBytes;
-  constantMem = DeviceBuffer(device, constantBytes, "the constants");
+}
+
+void CudaExecutable::Impl::materialize() {
+  arena = DeviceBuffer(device, stats.arenaBytes, "the arena");
+  stateMem = DeviceBuffer(device, stats.stateBytes, "the training state");
+  constantMem = DeviceBuffer(device, stats.constantBytes, "the constants");
   for (size_t i = 0; i < constants.size(); ++i)
     stream->upload(constantMem.ptr() + static_cast<CUdeviceptr>(slots[constantSlots[i]].offset),
                    constants[i].data(), slots[constantSlots[i]].bytes);
-  stream->synchronize();  // `constants` dies at the end of this function
+  stream->synchronize();
+  constants.clear();  // on the device now
 
-  compileKernels(distinct);
-  for (const Launch& l : launches)
-    if (l.kind == Launch::Kind::Gemm) {
-      gemm = std::make_unique<CudaGemm>(device);
-      break;
+  compileKernels();
+  distinct.clear();
+  for (Launch& l : launches) {
+    if (l.kind == Launch::Kind::Gemm && !gemm) gemm = std::make_unique<CudaGemm>(device);
+    if (l.kind == Launch::Kind::Library) {
+      if (!library) library = std::make_unique<CudaLibrary>(device);
+      l.library = library->bind(*l.node);
     }
+  }
   // Slot addresses are fixed from here on: every allocation is made.
   slotPtr.assign(slots.size(), 0);
   for (size_t s = 0; s < slots.size(); ++s) {
@@ -454,7 +472,7 @@ void CudaExecutable::Impl::build(const Graph& source) {
 
 // Emits and compiles the distinct kernels, several at a time (NVRTC is thread-safe), and
 // loads each CUBIN.
-void CudaExecutable::Impl::compileKernels(std::vector<kir::Kernel>& distinct) {
+void CudaExecutable::Impl::compileKernels() {
   kernels.resize(distinct.size());
   std::vector<std::string> images(distinct.size());
   std::atomic<int> hits{0};
@@ -477,7 +495,6 @@ void CudaExecutable::Impl::compileKernels(std::vector<kir::Kernel>& distinct) {
     if (kernels[i].cuda.launch.sharedBytes > device->info().maxSharedPerBlock)
       kernels[i].module->setMaxDynamicShared(kernels[i].fn, kernels[i].cuda.launch.sharedBytes);
   }
-  stats.distinctKernels = static_cast<int>(kernels.size());
   stats.nvrtcCacheHits = hits.load();
 }
 
@@ -502,8 +519,12 @@ void CudaExecutable::Impl::plan() {
   stats.arenaBytes = mp.arenaBytes;
   stats.bufferBytes = mp.totalBytes;
   stats.stateBytes = stateBytes;
-  arena = DeviceBuffer(device, mp.arenaBytes, "the arena");
-  stateMem = DeviceBuffer(device, stateBytes, "the training state");
+  int64_t constantBytes = 0;  // one allocation, constants one after another
+  for (int s : constantSlots) {
+    slots[s].offset = constantBytes;
+    constantBytes += alignUp(slots[s].bytes, kDeviceAlignment);
+  }
+  stats.constantBytes = constantBytes;
 }
 
 std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor*>& given,

@@ -76,6 +76,15 @@ class CudaExecutable {
       const Graph& g, const CudaExecOptions& opts = CudaExecOptions::fromEnv());
   ~CudaExecutable();
   CudaExecutable(const CudaExecutable&) = delete;
+
+  // What compile() would launch and allocate, found without a device and without
+  // compiling a kernel: the launch names in order and the stats' counts and sizes (no
+  // compile time or cache hits). Throws what compile() throws for the graph.
+  struct Layout {
+    CudaExecStats stats;
+    std::vector<std::string> launches;
+  };
+  static Layout layout(const Graph& g, const CudaExecOptions& opts = CudaExecOptions::fromEnv());
   CudaExecutable& operator=(const CudaExecutable&) = delete;
 
   // Every graph input by name with its exact type; returns the outputs in order. Not for

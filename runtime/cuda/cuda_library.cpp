@@ -63,72 +63,22 @@ CudaLibrary::CudaLibrary(std::shared_ptr<Device> device) : device_(std::move(dev
 
 CudaLibrary::~CudaLibrary() = default;
 
-CudaLibraryLaunch CudaLibrary::bind(const Node& n) const {
-  const std::string what = describeNode(n);
+std::vector<std::string> libraryKernelsFor(const Node& n) {
   switch (n.op()) {
     case OpKind::LayerNormGrad: {
       const std::string t = floatSuffix(n);
-      const int64_t d = n.operand(0)->type().shape.back();
-      const int64_t rows = d == 0 ? 0 : n.operand(0)->type().numel() / d;
-      const double eps = n.attrFloat("eps");
-      CUfunction rowsFn = module_->function("tgc_ln_grad_rows_" + t);
-      CUfunction colsFn = module_->function("tgc_ln_grad_cols_" + t);
-      // mean and rstd per row, from the row kernel to the column kernel.
-      auto stats = std::make_shared<DeviceBuffer>(
-          device_, 2 * rows * static_cast<int64_t>(dtypeSize(n.operand(0)->type().dtype)),
-          "layer_norm_grad's row statistics");
-      return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
-        if (rows == 0 || d == 0) return;
-        CUdeviceptr x = in[0], gamma = in[1], dy = in[2], dx = out[0], dgamma = out[1],
-                    dbeta = out[2], st = stats->ptr();
-        long long r = rows, dd = d;
-        double e = eps;
-        void* rowArgs[] = {&x, &gamma, &dy, &dx, &st, &r, &dd, &e};
-        launch(rowsFn, Dim3{blocksFor(rows), 1, 1}, Dim3{kThreads, 1, 1}, 0, s, rowArgs,
-               what + " (rows)");
-        void* colArgs[] = {&x, &dy, &st, &dgamma, &dbeta, &r, &dd};
-        launch(colsFn, Dim3{static_cast<unsigned>((d + 31) / 32), 1, 1}, Dim3{32, 8, 1}, 0, s,
-               colArgs, what + " (columns)");
-      };
+      return {"tgc_ln_grad_rows_" + t, "tgc_ln_grad_cols_" + t};
     }
-    case OpKind::SoftmaxCrossEntropy: {
-      const std::string name = fmt::format("tgc_sce_{}_{}", floatSuffix(n), targetSuffix(n));
-      const int64_t v = n.operand(0)->type().shape.back();
-      const int64_t rows = n.operand(1)->type().numel();
-      const double eps = n.attrFloat("smoothing");
-      CUfunction fn = module_->function(name);
-      return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
-        if (rows == 0) return;
-        CUdeviceptr logits = in[0], targets = in[1], loss = out[0], lse = out[1];
-        long long r = rows, vv = v;
-        double e = eps;
-        void* args[] = {&logits, &targets, &loss, &lse, &r, &vv, &e};
-        launch(fn, Dim3{blocksFor(rows), 1, 1}, Dim3{kThreads, 1, 1}, 0, s, args, what);
-      };
-    }
-    case OpKind::SoftmaxCrossEntropyGrad: {
-      const std::string name =
-          fmt::format("tgc_sce_grad_{}_{}", floatSuffix(n), targetSuffix(n));
-      const int64_t v = n.operand(0)->type().shape.back();
-      const int64_t rows = n.operand(1)->type().numel();
-      const double eps = n.attrFloat("smoothing");
-      CUfunction fn = module_->function(name);
-      return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
-        if (rows == 0 || v == 0) return;
-        CUdeviceptr logits = in[0], targets = in[1], lse = in[2], dloss = in[3],
-                    dlogits = out[0];
-        long long r = rows, vv = v;
-        double e = eps;
-        void* args[] = {&logits, &targets, &lse, &dloss, &dlogits, &r, &vv, &e};
-        launch(fn, Dim3{blocksFor((rows * v + kThreads - 1) / kThreads), 1, 1},
-               Dim3{kThreads, 1, 1}, 0, s, args, what);
-      };
-    }
+    case OpKind::SoftmaxCrossEntropy:
+      return {fmt::format("tgc_sce_{}_{}", floatSuffix(n), targetSuffix(n))};
+    case OpKind::SoftmaxCrossEntropyGrad:
+      return {fmt::format("tgc_sce_grad_{}_{}", floatSuffix(n), targetSuffix(n))};
     case OpKind::FusedAttention:
     case OpKind::FusedAttentionGrad:
       throw IRError(fmt::format("{}: fused attention has no CUDA kernel yet (TGC_NO_FUSION=1 "
                                 "keeps attention unfused)",
-                                what));
+                                describeNode(n)));
+    // Every other op runs elsewhere (codegen::classify).
     case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
     case OpKind::Iota: case OpKind::PhiloxUniform:
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
@@ -144,7 +94,58 @@ CudaLibraryLaunch CudaLibrary::bind(const Node& n) const {
     case OpKind::Gather: case OpKind::ScatterAdd:
       break;
   }
-  throw IRError(fmt::format("{}: not a library op", what));
+  throw IRError(fmt::format("{}: not a library op", describeNode(n)));
+}
+
+CudaLibraryLaunch CudaLibrary::bind(const Node& n) const {
+  const std::string what = describeNode(n);
+  const std::vector<std::string> names = libraryKernelsFor(n);  // checks op and dtypes
+  if (n.op() == OpKind::LayerNormGrad) {
+    const int64_t d = n.operand(0)->type().shape.back();
+    const int64_t rows = d == 0 ? 0 : n.operand(0)->type().numel() / d;
+    const double eps = n.attrFloat("eps");
+    CUfunction rowsFn = module_->function(names[0]);
+    CUfunction colsFn = module_->function(names[1]);
+    // mean and rstd per row, from the row kernel to the column kernel.
+    auto stats = std::make_shared<DeviceBuffer>(
+        device_, 2 * rows * static_cast<int64_t>(dtypeSize(n.operand(0)->type().dtype)),
+        "layer_norm_grad's row statistics");
+    return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
+      if (rows == 0 || d == 0) return;
+      CUdeviceptr x = in[0], gamma = in[1], dy = in[2], dx = out[0], dgamma = out[1],
+                  dbeta = out[2], st = stats->ptr();
+      long long r = rows, dd = d;
+      double e = eps;
+      void* rowArgs[] = {&x, &gamma, &dy, &dx, &st, &r, &dd, &e};
+      launch(rowsFn, Dim3{blocksFor(rows), 1, 1}, Dim3{kThreads, 1, 1}, 0, s, rowArgs,
+             what + " (rows)");
+      void* colArgs[] = {&x, &dy, &st, &dgamma, &dbeta, &r, &dd};
+      launch(colsFn, Dim3{static_cast<unsigned>((d + 31) / 32), 1, 1}, Dim3{32, 8, 1}, 0, s,
+             colArgs, what + " (columns)");
+    };
+  }
+  const int64_t v = n.operand(0)->type().shape.back();
+  const int64_t rows = n.operand(1)->type().numel();
+  const double eps = n.attrFloat("smoothing");
+  CUfunction fn = module_->function(names[0]);
+  if (n.op() == OpKind::SoftmaxCrossEntropy)
+    return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
+      if (rows == 0) return;
+      CUdeviceptr logits = in[0], targets = in[1], loss = out[0], lse = out[1];
+      long long r = rows, vv = v;
+      double e = eps;
+      void* args[] = {&logits, &targets, &loss, &lse, &r, &vv, &e};
+      launch(fn, Dim3{blocksFor(rows), 1, 1}, Dim3{kThreads, 1, 1}, 0, s, args, what);
+    };
+  return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {  // the gradient
+    if (rows == 0 || v == 0) return;
+    CUdeviceptr logits = in[0], targets = in[1], lse = in[2], dloss = in[3], dlogits = out[0];
+    long long r = rows, vv = v;
+    double e = eps;
+    void* args[] = {&logits, &targets, &lse, &dloss, &dlogits, &r, &vv, &e};
+    launch(fn, Dim3{blocksFor((rows * v + kThreads - 1) / kThreads), 1, 1},
+           Dim3{kThreads, 1, 1}, 0, s, args, what);
+  };
 }
 
 }  // namespace tgc::runtime::cuda

@@ -21,6 +21,10 @@ namespace tgc::runtime::cuda {
 const std::string& librarySource();
 std::vector<std::string> libraryKernelNames();
 
+// The kernels that run `n`; throws IRError naming the node for an op or dtype without
+// a GPU kernel (fused attention, non-float data). Needs no device.
+std::vector<std::string> libraryKernelsFor(const Node& n);
+
 // Enqueues a bound node: device pointers per operand and per result, in order.
 using CudaLibraryLaunch =
     std::function<void(const CUdeviceptr* operands, const CUdeviceptr* results, Stream& stream)>;

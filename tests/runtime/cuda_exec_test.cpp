@@ -187,22 +187,18 @@ TEST(CudaExecOnDevice, BatchedAndBroadcastMatmulsMatchTheCpuBackend) {
   expectSameAsCpu(*parseGraph(text, "mm.tir"), "matmuls", 1e-4, 1e-4);
 }
 
-// Two training steps of the tiny and small Transformers: CPU (state updated in place in a
-// ParamStore) against GPU (state on the device, loaded once and saved after two steps).
-class CudaTrainStepOnDevice : public ::testing::TestWithParam<std::string> {};
+constexpr int64_t kVocab = 24;
 
-TEST_P(CudaTrainStepOnDevice, TwoStepsMatchTheCpuBackend) {
-  TGC_REQUIRE_CUDA_DEVICE();
-  TGC_REQUIRE_NVRTC();
-  // Fused attention does not run on the GPU yet: the step is built with the forward
-  // fusions off (layer_norm_grad, a library op from autodiff, runs on the GPU).
+// The training step of a preset with vocabularies of kVocab. Fused attention does not run
+// on the GPU yet: the step is built with the forward fusions off (layer_norm_grad, a
+// library op from autodiff, runs on the GPU).
+CompiledModel trainStep(const std::string& preset, int64_t b, int64_t s, int64_t t) {
   setenv("TGC_NO_FUSION", "1", 1);
-  constexpr int64_t kVocab = 24;
   ModelOptions o;
-  o.preset = GetParam();
+  o.preset = preset;
   o.sets = {{"src_vocab", std::to_string(kVocab)}, {"tgt_vocab", std::to_string(kVocab)},
             {"p_drop", "0.1"}};
-  o.dims = {{"B", 3}, {"S", 7}, {"T", 6}};
+  o.dims = {{"B", b}, {"S", s}, {"T", t}};
   CompiledModel m = compileModelFile(std::string(TGC_SOURCE_DIR) + "/models/transformer.tg", o);
   m.graph->setOutputs({m.graph->outputs()[m.loss_output]});
   OptimizerConfig cfg;
@@ -210,6 +206,52 @@ TEST_P(CudaTrainStepOnDevice, TwoStepsMatchTheCpuBackend) {
   cfg.lr = 3e-3;
   buildTrainStep(*m.graph, cfg);
   unsetenv("TGC_NO_FUSION");
+  return m;
+}
+
+// The launches and memory of the training step on the GPU, worked out without a device:
+// every node has a GPU launch (generated kernels, GEMMs, library kernels), every GEMM
+// descriptor is valid, and the state is the parameters with their two Adam moments.
+TEST(CudaExec, TrainingStepLayoutWithoutADevice) {
+  CompiledModel m = trainStep("tiny", 3, 7, 6);
+  CudaExecOptions o = testCudaOptions();
+  o.updateInPlace = true;
+  const CudaExecutable::Layout l = CudaExecutable::layout(*m.graph, o);
+  EXPECT_GT(l.stats.kernels, 100);
+  EXPECT_GT(l.stats.gemms, 20);
+  EXPECT_GT(l.stats.libraryLaunches, 0);  // layer_norm_grad
+  EXPECT_LT(l.stats.distinctKernels, l.stats.kernels);
+  EXPECT_EQ(static_cast<int>(l.launches.size()),
+            l.stats.kernels + l.stats.gemms + l.stats.libraryLaunches);
+  EXPECT_EQ(l.stats.stateCopies, static_cast<int>(3 * m.params.size()));
+  int64_t state = 0;
+  for (const Node* in : m.graph->inputs())
+    if (in->attrString("role") == "param")
+      state += 3 * ((in->result()->type().numel() * 4 + 255) / 256 * 256);
+  EXPECT_EQ(l.stats.stateBytes, state);
+  EXPECT_GT(l.stats.arenaBytes, 0);
+  EXPECT_LE(l.stats.arenaBytes, l.stats.bufferBytes);
+}
+
+// The base preset's step at bench/gpu.sh's shapes (B = 64, S = T = 64) lays out as well.
+TEST(CudaExec, BaseTrainingStepLayoutWithoutADevice) {
+  CompiledModel m = trainStep("base", 64, 64, 64);
+  CudaExecOptions o = testCudaOptions();
+  o.updateInPlace = true;
+  const CudaExecutable::Layout l = CudaExecutable::layout(*m.graph, o);
+  EXPECT_GT(l.stats.gemms, 100);
+  EXPECT_EQ(l.stats.stateCopies, static_cast<int>(3 * m.params.size()));
+  EXPECT_LT(l.stats.arenaBytes, int64_t{16} << 30);
+}
+
+// Two training steps of the tiny and small Transformers: CPU (state updated in place in a
+// ParamStore) against GPU (state on the device, loaded once and saved after two steps).
+class CudaTrainStepOnDevice : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTrainStepOnDevice, TwoStepsMatchTheCpuBackend) {
+  TGC_REQUIRE_CUDA_DEVICE();
+  TGC_REQUIRE_NVRTC();
+  CompiledModel m = trainStep(GetParam(), 3, 7, 6);
 
   auto cpuOpts = tgc::testing::testExecOptions();
   cpuOpts.updateInPlace = true;
