@@ -53,6 +53,20 @@ INTERP_OP_TEST(FusedAttention, CausalMaskAndFullyMaskedRows) {
   expectNear(empty[1], ty(DType::f64, {2}), {-kInf, std::log(1 + std::exp(2.0))}, 1e-15);
 }
 
+INTERP_OP_TEST(FusedAttention, NaNPropagatesLikeTheUnfusedSoftmax) {
+  // A NaN score makes its row NaN (softmax's rule), never a masked row of zeros: a
+  // non-finite training step must show a NaN loss. Other rows are untouched.
+  Tensor q = T(DType::f32, {2, 1}, {kNaN, 1}), k = T(DType::f32, {2, 1}, {0, 1});
+  Tensor v = T(DType::f32, {2, 1}, {1, 3});
+  auto r = runFused(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}});
+  EXPECT_TRUE(std::isnan(r[0].getF(0)));
+  EXPECT_TRUE(std::isnan(r[1].getF(0)));
+  EXPECT_NEAR(r[0].getF(1), 1 + 2 * sigmoid(1), 1e-6);
+  auto g = runFused(OpKind::FusedAttentionGrad, {q, k, v, r[0], r[1], T(DType::f32, {2, 1}, {1, 1})},
+                    {{"scale", 1.0}});
+  EXPECT_TRUE(std::isnan(g[1].getF(0)));  // dk collects row 0's NaN
+}
+
 INTERP_OP_TEST(FusedAttention, BatchDimsAndRoundingToF32) {
   // Two batch entries [2, 1, 1, D]: each row attends to its own keys only.
   Tensor q = T(DType::f32, {2, 1, 1, 2}, {1, 0, 0, 1});
