@@ -389,10 +389,14 @@ void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, cons
 
 template <class T>
 struct ForwardScratch {
+  // The head `head`'s keys, transposed per key block ([d, 64] each), and its values with
+  // padded rows: made once per head a thread works on, not once per query block (the
+  // copies cost as much as a block product when redone for every block pair).
+  int64_t head = -1;
   std::vector<T> kt, vp, s, o, m, l;
   explicit ForwardScratch(const AttentionParams& p)
-      : kt(static_cast<size_t>(p.d * kBlockK)),
-        vp(static_cast<size_t>(kBlockK * padded(p.dv))),
+      : kt(static_cast<size_t>((p.tk + kBlockK - 1) / kBlockK * p.d * kBlockK)),
+        vp(static_cast<size_t>(p.tk * padded(p.dv))),
         s(static_cast<size_t>(kBlockQ * kBlockK)),
         o(static_cast<size_t>(kBlockQ * padded(p.dv))),
         m(kBlockQ),
@@ -413,13 +417,19 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   std::fill(w.o.begin(), w.o.end(), T(0));
   std::fill(w.m.begin(), w.m.end(), ninf);
   std::fill(w.l.begin(), w.l.end(), T(0));
+  if (w.head != b) {
+    for (int64_t j0 = 0; j0 < p.tk; j0 += kBlockK)
+      copyRowsTransposed(kb, j0, std::min(kBlockK, p.tk - j0), p.d, w.kt.data() + j0 * p.d,
+                         padded(std::min(kBlockK, p.tk - j0)));
+    copyRows(vb, 0, p.tk, p.dv, w.vp.data(), dvp);
+    w.head = b;
+  }
   const int64_t keyEnd = p.causal ? std::min(p.tk, i0 + rows) : p.tk;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
-    copyRowsTransposed(kb, j0, cols, p.d, w.kt.data(), colsP);
-    copyRows(vb, j0, cols, p.dv, w.vp.data(), dvp);
+    const T* kt = w.kt.data() + j0 * p.d;
     // s = scale * q k^T, then p = exp(s - m_new) with the running max.
-    pr.gemm(rows, colsP, p.d, qb, p.d, 1, w.kt.data(), colsP, w.s.data(), colsP,
+    pr.gemm(rows, colsP, p.d, qb, p.d, 1, kt, colsP, w.s.data(), colsP,
             static_cast<T>(p.scale), false);
     for (int64_t r = 0; r < rows; ++r) {
       T* sr = w.s.data() + r * colsP;
@@ -444,7 +454,8 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
         for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
       }
     }
-    pr.gemm(rows, dvp, cols, w.s.data(), colsP, 1, w.vp.data(), dvp, w.o.data(), dvp, T(1), true);
+    pr.gemm(rows, dvp, cols, w.s.data(), colsP, 1, w.vp.data() + j0 * dvp, dvp, w.o.data(), dvp,
+            T(1), true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     T* orow = out + (b * p.tq + i0 + r) * p.dv;
