@@ -1,6 +1,7 @@
-// The data export for other implementations (bench/tatoeba_bleu.py): what it writes is the
-// trainer's data exactly (ids, buckets, batch order, validation texts), and the vocabularies
-// read back equal.
+// What bench/tatoeba_bleu.py needs from tgc: the data export for other implementations
+// (what it writes is the trainer's data exactly: ids, buckets, batch order, validation
+// texts, vocabularies that read back equal), `tgc train --export-data` writing it without
+// training, and `tgc eval --hypotheses` writing the translations it scored.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +10,11 @@
 #include <string>
 
 #include "runtime/data/dataset.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/data_export.h"
+#include "runtime/train/evaluate.h"
+#include "runtime/train/trainer.h"
+#include "tests/tools/tool_test_util.h"
 #include "tests/train/trainer_test_util.h"
 
 using namespace tgc;
@@ -88,6 +93,44 @@ TEST(DataExport, WritesTheTrainersDataExactly) {
     EXPECT_EQ(j["valid"]["src_text"][i], d.valid[i].srcText);
     EXPECT_EQ(j["valid"]["tgt_text"][i], d.valid[i].tgtText);
   }
+}
+
+TEST(DataExport, CommandLineExportAndHypotheses) {
+  traintest::ScratchDir dir("data-export-cli");
+  const std::string model = std::string(TGC_SOURCE_DIR) + "/models/transformer.tg";
+  const std::string exportPath = (dir.path / "data.json").string();
+  // --export-data writes the file and trains nothing (no checkpoint).
+  auto r = tgc::testing::runTgc({"train", model, "--preset", "tiny", "--batch", "16",
+                                 "--export-data", exportPath, "--export-epochs", "2", "--out",
+                                 (dir.path / "export-run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(train::listCheckpoints((dir.path / "export-run").string()).empty());
+  std::ifstream f(exportPath);
+  const json j = json::parse(f);
+  EXPECT_EQ(j.at("batch_size"), 16);
+  EXPECT_EQ(j.at("epochs").size(), 2u);
+  EXPECT_EQ(j.at("data").at("kind"), "numerals");
+  EXPECT_EQ(j.at("valid").at("tgt_text").size(), 1000u);  // the built-in validation split
+
+  // A few steps of a very small model, then `tgc eval --hypotheses`: the file holds what
+  // the library decodes from the same checkpoint, one line per scored sentence.
+  const std::string run = (dir.path / "run").string();
+  train::Trainer t(traintest::microModel("0"), traintest::microData(500),
+                   traintest::microConfig(), run, traintest::trainExecOptions());
+  train::StopRule rule;
+  rule.steps = 20;
+  t.train(rule);
+  const std::string hyps = (dir.path / "hyps.txt").string();
+  r = tgc::testing::runTgc({"eval", "--checkpoint", run, "--limit", "12", "--show", "0",
+                            "--hypotheses", hyps});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream h(hyps);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(h, line);) lines.push_back(line);
+  const train::EvalResult want = train::evaluatePairs(t.translator(), t.data(),
+                                                      train::evalSplit(t.data()),
+                                                      t.decodeOptions(), 12);
+  EXPECT_EQ(lines, want.hypotheses);
 }
 
 }  // namespace
