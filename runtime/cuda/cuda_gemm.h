@@ -3,7 +3,7 @@
 //
 //   C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]    (row-major, C not read when beta == 0)
 //
-// f32 and f64 run on CUDA cores (64x64 tiles); bf16 and f16 on tensor cores (mma.sync
+// f32 and f64 run on CUDA cores (128x128 and 64x64 tiles); bf16 and f16 on tensor cores (mma.sync
 // m16n8k16, fp32 accumulation, C rounded to the input type). Any sizes, transposes, up to
 // four batch dimensions with per-operand strides (0 broadcasts one matrix).
 #pragma once

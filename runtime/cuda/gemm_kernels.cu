@@ -5,11 +5,12 @@
 //
 // row-major operands with leading dimensions, op = identity or transpose, up to four batch
 // dimensions with per-operand strides (0 broadcasts), every size (edge tiles are masked).
-//   tgc_gemm_simt_{f32,f64}_{nn,nt,tn,tt}  CUDA cores: 64x64 tiles, 4x4 per thread
+//   tgc_gemm_simt_{f32,f64}_{nn,nt,tn,tt}  CUDA cores: f32 128x128x8 tiles, 8x8 per thread;
+//                                          f64 64x64x16 tiles, 4x4 per thread
 //   tgc_gemm_mma_{bf16,f16}_{nn,nt,tn,tt}  tensor cores: mma.sync m16n8k16, fp32 accumulation,
 //                                          128x128x32 tiles, 8 warps of 64x32
-// Launch: block (256), grid (ceil(n / BN), ceil(m / BM), min(batch, 65535)); the kernels
-// loop over the remaining batch items.
+// Launch: block (256), grid (ceil(n / BN), ceil(m / BM), min(batch, 65535)) with BM = BN =
+// 128 except f64's 64; the kernels loop over the remaining batch items.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -21,6 +22,7 @@ struct GemmParams {  // host mirror: runtime/cuda/cuda_gemm.cpp (all 8-byte fiel
   long long batch[4], strideA[4], strideB[4], strideC[4];
   double alpha, beta;
 };
+static_assert(sizeof(GemmParams) == 8 * 26, "the host's GemmParams has this size");
 
 // Element offsets of batch item z in A, B and C (outermost batch dim first).
 __device__ __forceinline__ void batchOffsets(const GemmParams& p, long long z, long long& oa,
@@ -38,12 +40,21 @@ __device__ __forceinline__ void batchOffsets(const GemmParams& p, long long z, l
 // ---- CUDA cores (f32, f64) -------------------------------------------------------------------
 
 namespace simt {
-constexpr int BM = 64, BN = 64, BK = 16, THREADS = 256;
+constexpr int THREADS = 256;  // 16 x 16 threads, each TM x TM outputs strided by 16
 
-// Loads a rows x BK tile (rows of op(X), k along the other side) into s[BK][rows + 1].
+// Tiles per element type: f32 128 x 128 x 8 (8 x 8 per thread), f64 64 x 64 x 16 (4 x 4,
+// so the accumulators stay in registers).
+template <typename T>
+struct Tile {
+  static constexpr int TM = sizeof(T) == 4 ? 8 : 4;
+  static constexpr int BM = 16 * TM, BN = 16 * TM;
+  static constexpr int BK = sizeof(T) == 4 ? 8 : 16;
+};
+
+// Loads a ROWS x BK tile (rows of op(X), k along the other side) into s[BK][ROWS + 1].
 // K_CONTIG: element (r, kk) at x[r * ld + kk] (A as stored, B transposed); else at
 // x[kk * ld + r]. Consecutive threads read consecutive addresses either way.
-template <typename T, bool K_CONTIG, int ROWS>
+template <typename T, bool K_CONTIG, int ROWS, int BK>
 __device__ __forceinline__ void loadTile(T (*s)[ROWS + 1], const T* __restrict__ x, long long ld,
                                          long long rowsTotal, long long kTotal, long long r0,
                                          long long k0) {
@@ -60,6 +71,7 @@ __device__ __forceinline__ void loadTile(T (*s)[ROWS + 1], const T* __restrict__
 template <typename T, bool TA, bool TB>
 __device__ void gemm(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
                      const GemmParams& p) {
+  constexpr int TM = Tile<T>::TM, BM = Tile<T>::BM, BN = Tile<T>::BN, BK = Tile<T>::BK;
   __shared__ T as[BK][BM + 1];
   __shared__ T bs[BK][BN + 1];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -67,29 +79,37 @@ __device__ void gemm(const T* __restrict__ a, const T* __restrict__ b, T* __rest
   for (long long z = blockIdx.z; z < p.batchCount; z += gridDim.z) {
     long long oa, ob, oc;
     batchOffsets(p, z, oa, ob, oc);
-    T acc[4][4];
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) acc[i][j] = T(0);
+    T acc[TM][TM];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TM; ++j) acc[i][j] = T(0);
     for (long long k0 = 0; k0 < p.k; k0 += BK) {
       // op(A) row r, k kk: A[r][kk] (!TA) or A[kk][r] (TA); op(B) col n, k kk: B[kk][n]
       // (!TB) or B[n][kk] (TB).
-      loadTile<T, !TA, BM>(as, a + oa, p.lda, p.m, p.k, row0, k0);
-      loadTile<T, TB, BN>(bs, b + ob, p.ldb, p.n, p.k, col0, k0);
+      loadTile<T, !TA, BM, BK>(as, a + oa, p.lda, p.m, p.k, row0, k0);
+      loadTile<T, TB, BN, BK>(bs, b + ob, p.ldb, p.n, p.k, col0, k0);
       __syncthreads();
 #pragma unroll
       for (int kk = 0; kk < BK; ++kk) {
-        T av[4], bv[4];
-        for (int i = 0; i < 4; ++i) av[i] = as[kk][ty + 16 * i];
-        for (int j = 0; j < 4; ++j) bv[j] = bs[kk][tx + 16 * j];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+        T av[TM], bv[TM];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) av[i] = as[kk][ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < TM; ++j) bv[j] = bs[kk][tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TM; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
       }
       __syncthreads();
     }
-    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
       const long long r = row0 + ty + 16 * i;
       if (r >= p.m) continue;
-      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int j = 0; j < TM; ++j) {
         const long long n = col0 + tx + 16 * j;
         if (n >= p.n) continue;
         T* out = c + oc + r * p.ldc + n;
