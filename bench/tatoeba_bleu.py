@@ -214,8 +214,7 @@ def main():
 
     # 6. Validation loss of both averaged parameter sets through one function.
     def loss_of(state):
-        ref_model.load_state_dict({k: torch.from_numpy(v.copy()) if hasattr(v, "dtype") and
-                                   not isinstance(v, torch.Tensor) else v for k, v in state.items()})
+        ref_model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
         return tt.valid_loss(ref_model, data)
 
     tgc_ema = {k: tensors.get("ema." + k, tensors[k]) for k in ref_shapes}
