@@ -52,6 +52,13 @@ class Analyzer {
       if (s.kind == StmtKind::Assign) refs.insert(s.var);
       for (int v : refs) ++totalRefs_[v];
     });
+    a.isRead.assign(k_.vars.size(), false);
+    walk(k_.body, [&](const Stmt& s) {
+      std::set<int> reads;
+      std::unordered_set<const Expr*> local;
+      for (const auto& e : s.args) readVars(*e, reads, local);
+      for (int v : reads) a.isRead[v] = true;
+    });
     findSpread(k_.body, a);
 
     if (flatKernel(a)) {

@@ -30,6 +30,7 @@ struct KernelAnalysis {
   Mapping mapping = Mapping::ThreadPerIteration;
   LaunchGeometry launch;
   std::vector<bool> isLocal;  // per variable: assigned somewhere (not a loop variable)
+  std::vector<bool> isRead;   // per variable: some expression reads it
   // Vector loops to spread (only used under BlockPerIteration, outside other spread loops).
   std::unordered_map<const kir::Stmt*, SpreadLoop> spread;
   std::vector<bool> loaded;  // per buffer: some expression loads it

@@ -235,7 +235,9 @@ void Printer::flatKernel(const std::string& p) {
   line(fmt::format("const long long n_ = (end - begin) * {}LL;", inner));
   open("for (long long f_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; f_ < n_; f_ += "
        "(long long)gridDim.x * blockDim.x)");
-  line(fmt::format("const long long {} = begin + f_ / {}LL;", p, inner));
+  // Digits nothing reads are left out (NVRTC warns about unused variables).
+  if (k_.parallelVar >= 0 && a_.isRead[k_.parallelVar])
+    line(fmt::format("const long long {} = begin + f_ / {}LL;", p, inner));
   if (!a_.flatIf) {
     flatNest(a_.flat[0]);
   } else {
@@ -260,9 +262,11 @@ void Printer::flatNest(const KernelAnalysis::FlatNest& nest) {
     const Stmt& l = *nest.loops[d];
     stride /= a_.flatExtents[d];
     const std::string quotient = stride == 1 ? "f_" : fmt::format("f_ / {}LL", stride);
-    line(fmt::format("const long long {} = {} % {}LL;", var(l.var), quotient, a_.flatExtents[d]));
+    const std::string digit = fmt::format("{} % {}LL", quotient, a_.flatExtents[d]);
+    if (a_.isRead[l.var]) line(fmt::format("const long long {} = {};", var(l.var), digit));
     if (l.extent < a_.flatExtents[d])
-      guard += fmt::format("{}{} < {}", guard.empty() ? "" : " && ", var(l.var), l.extent);
+      guard += fmt::format("{}{} < {}", guard.empty() ? "" : " && ",
+                           a_.isRead[l.var] ? var(l.var) : "(" + digit + ")", l.extent);
   }
   if (guard.empty()) return stmts(*nest.body);
   open(fmt::format("if ({})", guard));
