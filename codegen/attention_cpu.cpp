@@ -2,7 +2,6 @@
 #include "codegen/attention_cpu.h"
 
 #include <fmt/format.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +14,11 @@
 #include "ir/graph.h"
 #include "ir/philox.h"
 #include "runtime/thread_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TGC_ATTENTION_X86 1
+#endif
 
 // AVX2+FMA variants of the inner loops, compiled next to the portable ones (the project
 // builds without -march); prims() picks one set at run time.
@@ -94,6 +98,7 @@ T expPortable(T* x, int64_t n, T shift) {
   return sum;
 }
 
+#ifdef TGC_ATTENTION_X86
 // AVX2 vectors of T behind one interface, so one kernel template serves f32 and f64.
 template <class T>
 struct Avx;
@@ -294,6 +299,9 @@ bool cpuHasAvx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+#else
+bool cpuHasAvx2() { return false; }
+#endif  // TGC_ATTENTION_X86
 
 AttentionIsa& currentIsa() {
   static AttentionIsa isa = cpuHasAvx2() ? AttentionIsa::Avx2 : AttentionIsa::Portable;
@@ -302,12 +310,15 @@ AttentionIsa& currentIsa() {
 
 template <class T>
 Prims<T> prims() {
-  if (currentIsa() == AttentionIsa::Portable)
-    return {&gemmPortable<T>, &maxPortable<T>, &expPortable<T>, &uniformsPortable};
-  if constexpr (std::is_same_v<T, float>)
-    return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2, &uniformsAvx2};
-  else
-    return {&gemmAvx2<double>, &maxAvx2<double>, &expPortable<double>, &uniformsAvx2};
+#ifdef TGC_ATTENTION_X86
+  if (currentIsa() == AttentionIsa::Avx2) {
+    if constexpr (std::is_same_v<T, float>)
+      return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2, &uniformsAvx2};
+    else
+      return {&gemmAvx2<double>, &maxAvx2<double>, &expPortable<double>, &uniformsAvx2};
+  }
+#endif
+  return {&gemmPortable<T>, &maxPortable<T>, &expPortable<T>, &uniformsPortable};
 }
 
 // ---- masks and dropout -------------------------------------------------------------------
@@ -685,6 +696,8 @@ AttentionParams attentionParamsFor(const Node& n) {
 }
 
 AttentionIsa attentionIsa() { return currentIsa(); }
+
+bool attentionHasAvx2() { return cpuHasAvx2(); }
 
 void setAttentionIsa(AttentionIsa isa) {
   if (isa == AttentionIsa::Avx2 && !cpuHasAvx2())

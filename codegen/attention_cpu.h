@@ -74,5 +74,7 @@ void attentionBackward(const AttentionParams& p, const void* q, const void* k, c
 enum class AttentionIsa { Avx2, Portable };
 AttentionIsa attentionIsa();
 void setAttentionIsa(AttentionIsa isa);
+// Whether this CPU can run the Avx2 loops (x86 with AVX2 and FMA).
+bool attentionHasAvx2();
 
 }  // namespace tgc::codegen

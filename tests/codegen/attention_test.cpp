@@ -298,8 +298,8 @@ class AttentionKernel : public ::testing::TestWithParam<AttentionIsa> {
  protected:
   void SetUp() override {
     saved_ = codegen::attentionIsa();
-    if (GetParam() == AttentionIsa::Avx2 && !__builtin_cpu_supports("avx2"))
-      GTEST_SKIP() << "no AVX2 on this CPU";
+    if (GetParam() == AttentionIsa::Avx2 && !codegen::attentionHasAvx2())
+      GTEST_SKIP() << "no AVX2 and FMA on this CPU";
     codegen::setAttentionIsa(GetParam());
   }
   void TearDown() override { codegen::setAttentionIsa(saved_); }
