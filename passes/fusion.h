@@ -6,11 +6,12 @@
 
 namespace tgc {
 
-// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp), ...
+// Runs the forward fusions in order: fuse-attention (passes/fuse_attention.cpp),
+// fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
 // buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
 // (where a training step's forward is already differentiated it finds nothing: the
-// intermediates it would fuse are read by the backward). Does nothing unless
-// forwardFusionsEnabled().
+// intermediates it would fuse are read by the backward). fuse-attention runs when
+// forwardFusionsEnabled(); fuse-cross-entropy unless TGC_NO_FUSION=1 or TGC_FORWARD_FUSIONS=0.
 void runForwardFusions(Graph& g);
 
 // TGC_NO_FUSION=1 turns the forward fusions off (as it turns off the runtime's kernel
