@@ -5,7 +5,9 @@
 // random inputs; every buffer it writes must match the CPU backend's kernel (LLVM JIT) on
 // the same inputs. This checks the mapping to the grid (spread loops, block reductions,
 // syncs, one thread per element, grid-stride loops over a grid smaller than the range),
-// not the GPU's own arithmetic. Skipped, saying why, without a host C++ compiler.
+// not the GPU's own arithmetic. One more kernel exercises the helpers' corner cases
+// (integer division, shifts, NaN, saturation, bf16/f16). Skipped, saying why, without a
+// host C++ compiler.
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -117,6 +119,48 @@ std::unique_ptr<Graph> smallTrainStep() {
   return std::move(m.graph);
 }
 
+// The helpers' corner cases, one thread per element from floats in [-1, 1]: integer
+// division and remainder by 0, -1 and negatives; shifts by negative and too-large amounts;
+// NaN-propagating max/min; saturating float->int casts; bf16/f16 rounding; pow.
+kir::Kernel semanticsKernel() {
+  using namespace kir;
+  Kernel k;
+  k.name = "helper_semantics";
+  const int64_t n = 4096;
+  int x = k.addBuffer("x", DType::f32, n, Access::Read);
+  int y = k.addBuffer("y", DType::f32, n, Access::Read);
+  int q = k.addBuffer("q", DType::i32, n, Access::Write);
+  int r = k.addBuffer("r", DType::i64, n, Access::Write);
+  int sh = k.addBuffer("sh", DType::i64, n, Access::Write);
+  int mx = k.addBuffer("mx", DType::f32, n, Access::Write);
+  int sat = k.addBuffer("sat", DType::i32, n, Access::Write);
+  int bf = k.addBuffer("bf", DType::bf16, n, Access::Write);
+  int hf = k.addBuffer("hf", DType::f16, n, Access::Write);
+  int pw = k.addBuffer("pw", DType::f32, n, Access::Write);
+  k.parallelVar = k.addVar("p", DType::i64);
+  k.parallelExtent = n;
+  auto p = varRef(k, k.parallelVar);
+  auto xv = load(k, x, p), yv = load(k, y, p);
+  auto scaled = [&](ExprP v, double f, DType t) {
+    return cast(binary(BinaryOp::Mul, v, constFloat(f)), t);
+  };
+  auto a32 = scaled(xv, 1000, DType::i32), b32 = scaled(yv, 3, DType::i32);
+  auto a64 = scaled(xv, 1e6, DType::i64), b64 = scaled(yv, 2.5, DType::i64);
+  k.body = {
+      store(q, p, binary(BinaryOp::Div, a32, b32)),
+      store(r, p, binary(BinaryOp::Rem, a64, b64)),
+      store(sh, p, binary(BinaryOp::Xor, binary(BinaryOp::Shl, a64, scaled(yv, 80, DType::i64)),
+                          binary(BinaryOp::Shr, a64, scaled(xv, 70, DType::i64)))),
+      store(mx, p, binary(BinaryOp::Max, unary(UnaryOp::Log, yv),
+                          binary(BinaryOp::Min, xv, unary(UnaryOp::Sqrt, xv)))),
+      store(sat, p, scaled(xv, 1e10, DType::i32)),
+      store(bf, p, cast(binary(BinaryOp::Mul, xv, constFloat(1234.5678)), DType::bf16)),
+      store(hf, p, cast(binary(BinaryOp::Mul, yv, constFloat(70000)), DType::f16)),
+      store(pw, p, binary(BinaryOp::Pow, unary(UnaryOp::Abs, xv),
+                          binary(BinaryOp::Mul, yv, constFloat(3))))};
+  return k;
+}
+
 // Random contents for a buffer: floats in [-1, 1], integers in [0, 4) (indices stay in
 // range), bools 0/1; 16-bit floats as the bits of such floats.
 std::vector<unsigned char> randomBytes(const kir::BufferDecl& d, std::mt19937_64& rng) {
@@ -172,7 +216,7 @@ struct AlignedBytes {
   std::unique_ptr<unsigned char, decltype(&std::free)> memory;
 };
 
-TEST(CudaEmulation, TrainStepKernelsMatchTheCpuBackend) {
+TEST(CudaEmulation, TrainStepKernelsAndHelpersMatchTheCpuBackend) {
   const char* cxx = std::getenv("CXX");
   const std::string compiler = cxx && *cxx ? cxx : "c++";
   if (std::system(fmt::format("{} --version > /dev/null 2>&1", compiler).c_str()) != 0)
@@ -188,6 +232,8 @@ TEST(CudaEmulation, TrainStepKernelsMatchTheCpuBackend) {
   }
   std::vector<const kir::Kernel*> kernels;
   for (const auto& [text, k] : distinct) kernels.push_back(k);
+  const kir::Kernel semantics = semanticsKernel();
+  kernels.push_back(&semantics);
 
   // One translation unit: the emulation, the helpers, the kernels, a launcher per kernel.
   std::string source = std::string(kEmulation) + cuda::cudaPreamble();
