@@ -538,6 +538,7 @@ void Executable::Impl::build(const Graph& source) {
         use(l.slots[2], launch);
         if (auto e = epilogues.find(&n); e != epilogues.end()) {  // bias, addend, mask after C
           e->second.applyTo(l.gemm);
+          codegen::GemmEngine::host(l.gemm.dtype).epilogueKernel(l.gemm.epilogue);  // JIT it now
           for (const Value* v : e->second.operands()) use(l.slots.emplace_back(slotOf.at(v)), launch);
         }
         launches.push_back(std::move(l));
