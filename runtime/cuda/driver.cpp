@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <initializer_list>
 #include <utility>
 
@@ -69,13 +70,28 @@ bool lookup(void* lib, F& fn, std::initializer_list<const char*> names, std::str
   return false;
 }
 
+// cuInit's failures that mean "no usable driver", named even when cuGetErrorName cannot
+// answer (the toolkit's stub library answers every call with CUDA_ERROR_STUB_LIBRARY).
+std::string initErrorName(CUresult r) {
+  switch (r) {
+    case kErrorStubLibrary: return "CUDA_ERROR_STUB_LIBRARY (the toolkit's stub, not a driver)";
+    case kErrorNoDevice: return "CUDA_ERROR_NO_DEVICE";
+    case kErrorSystemDriverMismatch: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    default: return fmt::format("CUresult {}", r);
+  }
+}
+
 Loaded load() {
   Loaded l;
-  // RTLD_LOCAL: the symbols stay ours; libcuda is never unloaded (the driver keeps threads).
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // $TGC_LIBCUDA names another driver library (an unusual install; tests use the
+  // toolkit's stub). RTLD_LOCAL: the symbols stay ours; libcuda is never unloaded (the
+  // driver keeps threads).
+  const char* env = std::getenv("TGC_LIBCUDA");
+  const std::string path = env && *env ? env : "libcuda.so.1";
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* err = dlerror();
-    l.failure = fmt::format("cannot load the CUDA driver library libcuda.so.1 ({})",
+    l.failure = fmt::format("cannot load the CUDA driver library {} ({})", path,
                             err ? err : "not found");
     return l;
   }
@@ -117,14 +133,14 @@ Loaded load() {
       lookup(lib, a.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
              missing);
   if (!all) {
-    l.failure = fmt::format("libcuda.so.1 has no {} (driver too old)", missing);
+    l.failure = fmt::format("{} has no {} (driver too old)", path, missing);
     return l;
   }
   if (CUresult r = a.cuInit(0); r != kSuccess) {
     const char* name = nullptr;
-    a.cuGetErrorName(r, &name);
+    if (a.cuGetErrorName(r, &name) != kSuccess) name = nullptr;  // a stub answers nothing
     l.code = r;
-    l.failure = fmt::format("cuInit failed with {}", name ? name : std::to_string(r));
+    l.failure = fmt::format("cuInit failed with {}", name ? name : initErrorName(r));
     return l;
   }
   int count = 0;
@@ -147,8 +163,8 @@ const Api& api() { return loaded().api; }  // only after Device::open succeeded
 std::string errorText(CUresult r) {
   const char* name = nullptr;
   const char* text = nullptr;
-  api().cuGetErrorName(r, &name);
-  api().cuGetErrorString(r, &text);
+  if (api().cuGetErrorName(r, &name) != kSuccess) name = nullptr;
+  if (api().cuGetErrorString(r, &text) != kSuccess) text = nullptr;
   return fmt::format("{} ({})", name ? name : fmt::format("CUresult {}", r),
                      text ? text : "no description");
 }

@@ -10,6 +10,8 @@
 // this file builds without the toolkit; tests/runtime/cuda_driver_test.cpp checks the
 // types and constants against cuda.h when the toolkit is there.
 //
+// $TGC_LIBCUDA, when set, names the library to open instead of libcuda.so.1.
+//
 // Every failing call throws CudaError with the driver's name for the code (cuGetErrorName)
 // and what was being done. Without the library, with a driver that fails to initialize or
 // with no device, Device::open throws NoDeviceError, whose message starts "no CUDA device: ".
@@ -38,6 +40,8 @@ using CUevent = struct CUevent_st*;
 namespace abi {
 inline constexpr CUresult kSuccess = 0;
 inline constexpr CUresult kErrorNoDevice = 100;
+inline constexpr CUresult kErrorStubLibrary = 34;
+inline constexpr CUresult kErrorSystemDriverMismatch = 803;
 inline constexpr int kAttrMaxSharedPerBlock = 8;
 inline constexpr int kAttrMultiprocessors = 16;
 inline constexpr int kAttrCcMajor = 75;

@@ -51,6 +51,8 @@ static_assert(sizeof(rc::CUresult) == sizeof(::CUresult));
 static_assert(sizeof(rc::CUdevice) == sizeof(::CUdevice));
 static_assert(rc::abi::kSuccess == CUDA_SUCCESS);
 static_assert(rc::abi::kErrorNoDevice == CUDA_ERROR_NO_DEVICE);
+static_assert(rc::abi::kErrorStubLibrary == CUDA_ERROR_STUB_LIBRARY);
+static_assert(rc::abi::kErrorSystemDriverMismatch == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH);
 static_assert(rc::abi::kAttrMaxSharedPerBlock == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
 static_assert(rc::abi::kAttrMultiprocessors == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 static_assert(rc::abi::kAttrCcMajor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);

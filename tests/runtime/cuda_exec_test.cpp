@@ -102,6 +102,24 @@ TEST(CudaExec, TgcRunAndTrainWithoutADeviceStopAndWriteNothing) {
   EXPECT_FALSE(fs::exists(runDir));
 }
 
+#ifdef TGC_CUDA_STUB
+// The toolkit's stub libcuda has every entry point the wrapper looks up, and its cuInit
+// fails: the whole loader runs, and the error names the driver's code.
+TEST(CudaExec, TheToolkitsStubDriverLoadsAndSaysItIsAStub) {
+  const char* exe = std::getenv("TGC_EXE");
+  ASSERT_TRUE(exe) << "TGC_EXE is not set (ctest sets it)";
+  tgc::testing::ScratchDir dir("cuda-stub");
+  const std::string graph = dir.str() + "/mm.tir";
+  std::ofstream(graph) << kMatmul;
+  ShellRun run = shell(fmt::format("TGC_LIBCUDA={} {} run {} --random-inputs 1 --backend cuda",
+                                   TGC_CUDA_STUB, exe, graph));
+  EXPECT_EQ(run.status, 1) << run.output;
+  EXPECT_NE(run.output.find("no CUDA device: cuInit failed with CUDA_ERROR_STUB_LIBRARY"),
+            std::string::npos)
+      << run.output;
+}
+#endif
+
 // ---- on the GPU ------------------------------------------------------------------------------
 
 // Compiles `g` for the CPU and the GPU, runs both on the same random inputs and compares
