@@ -67,7 +67,7 @@ class Folder {
   }
 
  private:
-  // gt(y, 0) -> gt(relu(y), 0) where relu(y) is computed before the test.
+  // gt(y, 0) -> gt(relu(y), 0) where relu(y) is computed before the test and kept in memory.
   void rewriteReluTests() {
     auto users = g_.computeUsers();
     std::unordered_map<const Node*, size_t> pos;
@@ -76,8 +76,15 @@ class Folder {
       if (n->op() != OpKind::Gt || !isZeroConstant(n->operand(1))) continue;
       Value* y = n->operand(0);
       if (!isFloat(y->type().dtype)) continue;
+      // Only where h is stored anyway (a GEMM or view reads it): a second reader must not
+      // keep a kernel from fusing h away.
+      auto stored = [&](const Value* h) {
+        return std::any_of(users[h].begin(), users[h].end(), [](const Node* r) {
+          return codegen::classify(*r) != codegen::NodeExecution::Kernel;
+        });
+      };
       for (Node* u : users[y])
-        if (u->op() == OpKind::Relu && pos.at(u) < pos.at(n.get())) {
+        if (u->op() == OpKind::Relu && pos.at(u) < pos.at(n.get()) && stored(u->result())) {
           n->setOperand(0, u->result());
           break;
         }

@@ -22,7 +22,7 @@
 // Autodiff's ReLU rule tests the pre-activation (gt(y, 0) with h = relu(y)), which would
 // keep y alive for the backward and stop the forward chain at the bias. gt(y, 0) is the
 // same as gt(relu(y), 0) for every y (NaN and -0 included), so those tests are first
-// rewritten to read h, which the backward keeps anyway.
+// rewritten to read h where h is stored anyway (the next matmul reads it).
 #pragma once
 
 #include <unordered_map>
