@@ -44,7 +44,8 @@ int64_t padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 template <class T>
 using GemmFn = void (*)(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
                         const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate);
-// The largest of x[0..n), n a multiple of kPad.
+// The largest of x[0..n), n a multiple of kPad; NaN if any x is NaN (softmax's rule: a NaN
+// score makes its row NaN, never a masked row).
 template <class T>
 using MaxFn = T (*)(const T* x, int64_t n);
 // x[i] = exp(x[i] - shift) for i < n (a multiple of kPad), exactly 0 for -inf; returns the
@@ -84,7 +85,10 @@ void gemmPortable(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int6
 template <class T>
 T maxPortable(const T* x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return x[i];
+    m = std::max(m, x[i]);
+  }
   return m;
 }
 
@@ -181,10 +185,11 @@ TGC_AVX2 void gemmAvx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam,
 
 // exp over 8 floats: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' expf polynomial,
 // 2^n through the exponent bits. Arguments below -87.3 (where 2^n leaves the normal range)
-// give exactly 0, -inf included.
+// give exactly 0, -inf included; NaN stays NaN (max/min return their second operand when
+// either is NaN).
 TGC_AVX2_INLINE __m256 exp8(__m256 x) {
   const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
   const __m256 fx =
       _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -224,18 +229,26 @@ TGC_AVX2 T maxAvx2(const T* x, int64_t n) {
   alignas(32) T t[16];
   if constexpr (std::is_same_v<T, float>) {
     __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
+    __m256 nan = _mm256_setzero_ps();  // lanes that saw a NaN (max_ps would drop it)
     for (int64_t i = 0; i < n; i += 16) {
-      m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-      m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+      const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+      m0 = _mm256_max_ps(m0, x0);
+      m1 = _mm256_max_ps(m1, x1);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(x0, x1, _CMP_UNORD_Q));
     }
+    if (_mm256_movemask_ps(nan)) return std::numeric_limits<float>::quiet_NaN();
     _mm256_store_ps(t, _mm256_max_ps(m0, m1));
     return maxPortable(t, 8);
   } else {
     __m256d m0 = _mm256_set1_pd(-std::numeric_limits<double>::infinity()), m1 = m0;
+    __m256d nan = _mm256_setzero_pd();
     for (int64_t i = 0; i < n; i += 8) {
-      m0 = _mm256_max_pd(m0, _mm256_loadu_pd(x + i));
-      m1 = _mm256_max_pd(m1, _mm256_loadu_pd(x + i + 4));
+      const __m256d x0 = _mm256_loadu_pd(x + i), x1 = _mm256_loadu_pd(x + i + 4);
+      m0 = _mm256_max_pd(m0, x0);
+      m1 = _mm256_max_pd(m1, x1);
+      nan = _mm256_or_pd(nan, _mm256_cmp_pd(x0, x1, _CMP_UNORD_Q));
     }
+    if (_mm256_movemask_pd(nan)) return std::numeric_limits<double>::quiet_NaN();
     _mm256_store_pd(t, _mm256_max_pd(m0, m1));
     return maxPortable(t, 4);
   }
@@ -451,7 +464,8 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
         std::fill(sr, sr + colsP, T(0));
         continue;
       }
-      const T mNew = std::max(w.m[r], mx);
+      // A NaN score makes the row NaN (out and lse), as in the unfused softmax.
+      const T mNew = std::isnan(mx) ? mx : std::max(w.m[r], mx);  // max keeps a NaN w.m[r]
       const T corr = std::exp(w.m[r] - mNew);  // 0 when the row had no allowed key yet
       w.l[r] = w.l[r] * corr + pr.exp(sr, colsP, mNew);
       w.m[r] = mNew;
