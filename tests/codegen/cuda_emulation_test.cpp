@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -81,17 +82,24 @@ inline int __double2int_rz(double x) { return tgc_emu_rz<int>(x); }
 inline long long __double2ll_rz(double x) { return tgc_emu_rz<long long>(x); }
 inline float tgc_f16_to_f32(unsigned short h) { return static_cast<float>(tgc_emu_bits<_Float16>(h)); }
 inline unsigned short tgc_f32_to_f16(float f) { return tgc_emu_bits<unsigned short>(static_cast<_Float16>(f)); }
+// One std::thread per thread of a block; the blocks run one after another (a barrier
+// between them), so __shared__ statics serve each block in turn.
 inline void tgc_emu_launch(unsigned grid, unsigned block, const std::function<void()>& body) {
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
-  for (unsigned b = 0; b < grid; ++b) {
-    std::barrier<> bar(block);
-    tgc_emu_barrier = &bar;
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; ++t)
-      threads.emplace_back([&, t] { threadIdx = {t, 0, 0}; blockIdx = {b, 0, 0}; body(); });
-    for (auto& th : threads) th.join();
-  }
+  std::barrier<> bar(block);
+  tgc_emu_barrier = &bar;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t)
+    threads.emplace_back([&, t] {
+      threadIdx = {t, 0, 0};
+      for (unsigned b = 0; b < grid; ++b) {
+        blockIdx = {b, 0, 0};
+        body();
+        bar.arrive_and_wait();
+      }
+    });
+  for (auto& th : threads) th.join();
 }
 )EMU";
 
@@ -259,7 +267,9 @@ TEST(CudaEmulation, TrainStepKernelsAndHelpersMatchTheCpuBackend) {
       "{0} -std=c++20 -O1 -w -shared -fPIC -pthread -DTGC_CUDA_HOST_EMULATION {1}/kernels.cpp "
       "-o {1}/kernels.so > {1}/build.log 2>&1",
       compiler, dir.string());
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(std::system(build.c_str()), 0) << "see " << dir / "build.log";
+  const auto t1 = std::chrono::steady_clock::now();
   void* lib = dlopen((dir / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
 
@@ -267,6 +277,7 @@ TEST(CudaEmulation, TrainStepKernelsAndHelpersMatchTheCpuBackend) {
   jo.useCache = false;
   codegen::Jit jit(jo);
   const std::vector<kir::KernelFn> cpu = codegen::compileKernels(jit, kernels);
+  const auto t2 = std::chrono::steady_clock::now();
 
   std::mt19937_64 rng(42);
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -283,9 +294,12 @@ TEST(CudaEmulation, TrainStepKernelsAndHelpersMatchTheCpuBackend) {
     std::vector<void*> gp, rp;
     for (size_t b = 0; b < gpu.size(); ++b) gp.push_back(gpu[b].data()), rp.push_back(ref[b].data());
     cpu[i](rp.data(), 0, k.parallelExtent);
-    // At most 3 blocks, so grid-stride loops go round more than once.
+    // At most 3 blocks of at most 64 threads (two warps: the kernels work with any multiple
+    // of 32 up to their launch bounds), so grid-stride loops go round more than once and
+    // the emulation stays cheap.
     const auto grid = static_cast<unsigned>(std::min<int64_t>(3, launches[i].gridBlocks(k.parallelExtent)));
-    launch(gp.data(), 0, k.parallelExtent, grid, static_cast<unsigned>(launches[i].blockThreads));
+    const auto block = static_cast<unsigned>(std::min(64, launches[i].blockThreads));
+    launch(gp.data(), 0, k.parallelExtent, grid, block);
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       if (k.buffers[b].access == kir::Access::Read) continue;
       const size_t size = dtypeSize(k.buffers[b].dtype);
@@ -301,10 +315,14 @@ TEST(CudaEmulation, TrainStepKernelsAndHelpersMatchTheCpuBackend) {
   }
   dlclose(lib);
   fs::remove_all(dir);
+  const auto t3 = std::chrono::steady_clock::now();
+  const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   std::printf("%zu kernels (%zu distinct): %d one block per iteration, %d one thread per "
-              "element, %d one thread per iteration\n",
+              "element, %d one thread per iteration; host compile %.1f s, LLVM %.1f s, runs "
+              "%.1f s\n",
               all.size(), kernels.size(), mappings[cuda::Mapping::BlockPerIteration],
-              mappings[cuda::Mapping::ThreadPerElement], mappings[cuda::Mapping::ThreadPerIteration]);
+              mappings[cuda::Mapping::ThreadPerElement], mappings[cuda::Mapping::ThreadPerIteration],
+              secs(t0, t1), secs(t1, t2), secs(t2, t3));
   EXPECT_GT(mappings[cuda::Mapping::BlockPerIteration], 0);
   EXPECT_GT(mappings[cuda::Mapping::ThreadPerElement], 0);
 }
