@@ -13,7 +13,6 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "codegen/fusion_groups.h"
 #include "codegen/gemm.h"
 #include "codegen/jit.h"
 #include "codegen/library.h"
@@ -21,6 +20,9 @@
 #include "ir/interpreter.h"
 #include "passes/fusion.h"
 #include "runtime/gemm_epilogue.h"
+#include "runtime/kernel_groups.h"
+#include "runtime/kernel_identity.h"
+#include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
 #include "runtime/thread_pool.h"
@@ -173,115 +175,13 @@ bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
   return loadsOfR == atWriteIndex;
 }
 
-// A kernel's structure without its names: two kernels with equal keys compute the same
-// function of their buffers, so one compiled copy serves both (a Transformer repeats each
-// layer's kernels per layer, and AdamW's per parameter shape). Shared subexpressions print
-// once and are referred to by number, so the key grows with the kernel's DAG, not its tree.
-class KeyWriter {
- public:
-  std::string key(const kir::Kernel& k) {
-    out_.clear();
-    ids_.clear();
-    out_ += fmt::format("p{} x{} c{}|", k.parallelVar, k.parallelExtent, k.costPerIteration);
-    for (const auto& b : k.buffers)
-      out_ += fmt::format("b{},{},{},{};", static_cast<int>(b.dtype), b.numel,
-                          static_cast<int>(b.access), b.inPlaceOf);
-    for (const auto& v : k.vars) out_ += fmt::format("v{};", static_cast<int>(v.type));
-    stmts(k.body);
-    return std::move(out_);
-  }
-
- private:
-  void stmts(const std::vector<kir::StmtP>& body) {
-    out_ += '{';
-    for (const auto& s : body) {
-      out_ += fmt::format("S{},{},{},{},{},{}(", static_cast<int>(s->kind), s->var, s->extent,
-                          static_cast<int>(s->loop), s->unroll, s->buffer);
-      for (const auto& a : s->args) expr(a);
-      out_ += ')';
-      stmts(s->body);
-      stmts(s->elseBody);
-    }
-    out_ += '}';
-  }
-  void expr(const kir::ExprP& e) {
-    auto [it, fresh] = ids_.emplace(e.get(), ids_.size());
-    if (!fresh) {
-      out_ += fmt::format("#{}", it->second);
-      return;
-    }
-    out_ += fmt::format("E{},{},{},{},{},{},{},{}(", static_cast<int>(e->kind),
-                        static_cast<int>(e->type), e->f, e->i, e->var, e->buffer,
-                        static_cast<int>(e->unary), static_cast<int>(e->binary));
-    for (const auto& a : e->args) expr(a);
-    out_ += ')';
-  }
-
-  std::string out_;
-  std::unordered_map<const kir::Expr*, size_t> ids_;
-};
-
-// Shapes to a batched GEMM: batch dims broadcast like numpy's (a missing or size-1 dim of
-// one operand gets stride 0), dims of size 1 dropped and contiguous dims merged.
+// The matmul's GEMM (runtime/matmul_gemm.h), after the CPU backend's dtype check.
 codegen::GemmDesc gemmDescFor(const Node& n) {
-  const TensorType& at = n.operand(0)->type();
-  const TensorType& bt = n.operand(1)->type();
-  const TensorType& ot = n.result()->type();
-  if (ot.dtype != DType::f32 && ot.dtype != DType::f64)
+  const DType dtype = n.result()->type().dtype;
+  if (dtype != DType::f32 && dtype != DType::f64)
     throw IRError(fmt::format("{}: the CPU backend multiplies f32 and f64 matrices only, not {}",
-                              describeNode(n), dtypeName(ot.dtype)));
-  const bool ta = n.attrBool("transpose_a"), tb = n.attrBool("transpose_b");
-  const int64_t aRows = at.shape[at.rank() - 2], aCols = at.shape.back();
-  const int64_t bRows = bt.shape[bt.rank() - 2], bCols = bt.shape.back();
-  const int64_t m = ot.shape[ot.rank() - 2], nn = ot.shape.back(), k = ta ? aRows : aCols;
-  codegen::GemmDesc d = codegen::GemmDesc::contiguous(ot.dtype, m, nn, k, ta, tb);
-  d.lda = aCols;
-  d.ldb = bCols;
-  d.ldc = nn;
-
-  const size_t rank = static_cast<size_t>(ot.rank()) - 2;
-  auto padded = [&](const Shape& s) {  // batch dims, left-padded with 1 to `rank`
-    Shape b(s.begin(), s.end() - 2);
-    b.insert(b.begin(), rank - b.size(), 1);
-    return b;
-  };
-  const Shape aB = padded(at.shape), bB = padded(bt.shape);
-  int64_t sa = aRows * aCols, sb = bRows * bCols, sc = m * nn;
-  std::vector<int64_t> batch, strideA, strideB, strideC;  // innermost first while building
-  for (size_t i = rank; i-- > 0;) {
-    const int64_t count = ot.shape[i];
-    if (count != 1) {
-      const int64_t stA = aB[i] == 1 ? 0 : sa, stB = bB[i] == 1 ? 0 : sb;
-      // Merge with the dim inside it when each operand steps through both as one.
-      if (!batch.empty() && strideA.back() * batch.back() == stA &&
-          strideB.back() * batch.back() == stB && strideC.back() * batch.back() == sc) {
-        batch.back() *= count;
-      } else {
-        batch.push_back(count);
-        strideA.push_back(stA);
-        strideB.push_back(stB);
-        strideC.push_back(sc);
-      }
-    }
-    sa *= aB[i];
-    sb *= bB[i];
-    sc *= count;
-  }
-  // One B for a batch of A's stored back to back (activations times a weight): one product
-  // with the batch folded into A's rows, so B is packed once instead of once per item.
-  if (batch.size() == 1 && !ta && strideB[0] == 0 && strideA[0] == m * d.lda &&
-      strideC[0] == m * nn) {
-    d.m *= batch[0];
-    batch.clear();
-    strideA.clear();
-    strideB.clear();
-    strideC.clear();
-  }
-  d.batch.assign(batch.rbegin(), batch.rend());
-  d.strideA.assign(strideA.rbegin(), strideA.rend());
-  d.strideB.assign(strideB.rbegin(), strideB.rend());
-  d.strideC.assign(strideC.rbegin(), strideC.rend());
-  return d;
+                              describeNode(n), dtypeName(dtype)));
+  return matmulGemmDesc<codegen::GemmDesc>(n);
 }
 
 // Rewrites reduce_sum(matmul(a, b, transpose_a), axes = every batch dim) into one matmul
@@ -349,21 +249,6 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Kernel names must be unique within one JIT: the second "x" becomes "x_2", and so on.
-class NameUniquer {
- public:
-  std::string operator()(const std::string& base) {
-    if (used_.insert(base).second) return base;
-    for (int i = 2;; ++i) {
-      std::string name = fmt::format("{}_{}", base, i);
-      if (used_.insert(name).second) return name;
-    }
-  }
-
- private:
-  std::set<std::string> used_;
-};
-
 }  // namespace
 
 ExecOptions ExecOptions::fromEnv() {
@@ -419,30 +304,13 @@ struct Executable::Impl {
 
 // ---- compile ---------------------------------------------------------------------------------
 
-namespace {
-
-// The groups of Kernel nodes, each under its last node: one group per launch.
-std::unordered_map<const Node*, std::vector<const Node*>> kernelGroups(const Graph& g,
-                                                                       bool fuse) {
-  std::unordered_map<const Node*, std::vector<const Node*>> at;
-  if (fuse) {
-    for (auto& group : codegen::formFusionGroups(g)) at[group.back()] = std::move(group);
-  } else {
-    for (const auto& n : g.nodes())
-      if (codegen::classify(*n) == codegen::NodeExecution::Kernel) at[n.get()] = {n.get()};
-  }
-  return at;
-}
-
-}  // namespace
-
 std::vector<kir::Kernel> lowerGraphKernels(const Graph& g, bool fuse) {
   auto graph = g.clone();
   graph->removeDeadNodes();
   foldBatchReductionsIntoGemms(*graph);
   foldGemmEpilogues(*graph);
   const auto groups = kernelGroups(*graph, fuse);
-  NameUniquer unique;
+  KernelNameUniquer unique;
   std::vector<kir::Kernel> out;
   for (const auto& n : graph->nodes())
     if (auto it = groups.find(n.get()); it != groups.end()) {
@@ -622,8 +490,7 @@ void Executable::Impl::build(const Graph& source) {
 // per shard: a JIT compiles one module at a time), and points every launch at its copy.
 void Executable::Impl::generateCode(std::vector<codegen::LoweredKernel>& lowered,
                                     const std::vector<int>& loweredLaunch) {
-  NameUniquer unique;
-  KeyWriter keys;
+  KernelNameUniquer unique;
   std::unordered_map<std::string, size_t> byKey;
   std::vector<const kir::Kernel*> distinct;
   std::vector<size_t> copyOf(lowered.size());
@@ -631,7 +498,7 @@ void Executable::Impl::generateCode(std::vector<codegen::LoweredKernel>& lowered
     kir::Kernel& k = lowered[i].kernel;
     k.name = unique(k.name);
     launches[static_cast<size_t>(loweredLaunch[i])].name = k.name;
-    auto [it, fresh] = byKey.emplace(keys.key(k), distinct.size());
+    auto [it, fresh] = byKey.emplace(structuralKernelKey(k), distinct.size());
     if (fresh) distinct.push_back(&k);
     copyOf[i] = it->second;
   }

@@ -14,11 +14,13 @@
 
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/nvrtc.h"
-#include "codegen/fusion_groups.h"
 #include "codegen/lower.h"
 #include "ir/interpreter.h"
 #include "runtime/cuda/cuda_gemm.h"
 #include "runtime/cuda/cuda_library.h"
+#include "runtime/kernel_groups.h"
+#include "runtime/kernel_identity.h"
+#include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
 #include "runtime/thread_pool.h"
@@ -75,107 +77,9 @@ struct CompiledKernel {
   CUfunction fn = nullptr;
 };
 
-// A kernel's structure without its names, so that identical kernels (each layer's, each
-// parameter shape's optimizer update) compile once. The same key as the CPU executable's.
-class KeyWriter {
- public:
-  std::string key(const kir::Kernel& k) {
-    out_.clear();
-    ids_.clear();
-    out_ += fmt::format("p{} x{} c{}|", k.parallelVar, k.parallelExtent, k.costPerIteration);
-    for (const auto& b : k.buffers)
-      out_ += fmt::format("b{},{},{},{};", static_cast<int>(b.dtype), b.numel,
-                          static_cast<int>(b.access), b.inPlaceOf);
-    for (const auto& v : k.vars) out_ += fmt::format("v{};", static_cast<int>(v.type));
-    stmts(k.body);
-    return std::move(out_);
-  }
-
- private:
-  void stmts(const std::vector<kir::StmtP>& body) {
-    out_ += '{';
-    for (const auto& s : body) {
-      out_ += fmt::format("S{},{},{},{},{},{}(", static_cast<int>(s->kind), s->var, s->extent,
-                          static_cast<int>(s->loop), s->unroll, s->buffer);
-      for (const auto& a : s->args) expr(a);
-      out_ += ')';
-      stmts(s->body);
-      stmts(s->elseBody);
-    }
-    out_ += '}';
-  }
-  void expr(const kir::ExprP& e) {
-    auto [it, fresh] = ids_.emplace(e.get(), ids_.size());
-    if (!fresh) {
-      out_ += fmt::format("#{}", it->second);
-      return;
-    }
-    out_ += fmt::format("E{},{},{},{},{},{},{},{}(", static_cast<int>(e->kind),
-                        static_cast<int>(e->type), e->f, e->i, e->var, e->buffer,
-                        static_cast<int>(e->unary), static_cast<int>(e->binary));
-    for (const auto& a : e->args) expr(a);
-    out_ += ')';
-  }
-
-  std::string out_;
-  std::unordered_map<const kir::Expr*, size_t> ids_;
-};
-
-// Matmul shapes to a batched GEMM, as the CPU executable does: batch dims broadcast like
-// numpy's, size-1 dims dropped, contiguous dims merged, and a batch of A's times one B
-// folded into one product with more rows.
+// The matmul's GEMM (runtime/matmul_gemm.h, as on the CPU), within the CUDA GEMM's limits.
 CudaGemmDesc gemmDescFor(const Node& n) {
-  const TensorType& at = n.operand(0)->type();
-  const TensorType& bt = n.operand(1)->type();
-  const TensorType& ot = n.result()->type();
-  const bool ta = n.attrBool("transpose_a"), tb = n.attrBool("transpose_b");
-  const int64_t aRows = at.shape[at.rank() - 2], aCols = at.shape.back();
-  const int64_t bRows = bt.shape[bt.rank() - 2], bCols = bt.shape.back();
-  const int64_t m = ot.shape[ot.rank() - 2], nn = ot.shape.back(), k = ta ? aRows : aCols;
-  CudaGemmDesc d = CudaGemmDesc::contiguous(ot.dtype, m, nn, k, ta, tb);
-  d.lda = aCols;
-  d.ldb = bCols;
-  d.ldc = nn;
-
-  const size_t rank = static_cast<size_t>(ot.rank()) - 2;
-  auto padded = [&](const Shape& s) {
-    Shape b(s.begin(), s.end() - 2);
-    b.insert(b.begin(), rank - b.size(), 1);
-    return b;
-  };
-  const Shape aB = padded(at.shape), bB = padded(bt.shape);
-  int64_t sa = aRows * aCols, sb = bRows * bCols, sc = m * nn;
-  std::vector<int64_t> batch, strideA, strideB, strideC;  // innermost first while building
-  for (size_t i = rank; i-- > 0;) {
-    const int64_t count = ot.shape[i];
-    if (count != 1) {
-      const int64_t stA = aB[i] == 1 ? 0 : sa, stB = bB[i] == 1 ? 0 : sb;
-      if (!batch.empty() && strideA.back() * batch.back() == stA &&
-          strideB.back() * batch.back() == stB && strideC.back() * batch.back() == sc) {
-        batch.back() *= count;
-      } else {
-        batch.push_back(count);
-        strideA.push_back(stA);
-        strideB.push_back(stB);
-        strideC.push_back(sc);
-      }
-    }
-    sa *= aB[i];
-    sb *= bB[i];
-    sc *= count;
-  }
-  if (batch.size() == 1 && !ta && strideB[0] == 0 && strideA[0] == m * d.lda &&
-      strideC[0] == m * nn) {
-    d.m *= batch[0];
-    batch.clear();
-    strideA.clear();
-    strideB.clear();
-    strideC.clear();
-  }
-  d.batch.assign(batch.rbegin(), batch.rend());
-  d.strideA.assign(strideA.rbegin(), strideA.rend());
-  d.strideB.assign(strideB.rbegin(), strideB.rend());
-  d.strideC.assign(strideC.rbegin(), strideC.rend());
+  CudaGemmDesc d = matmulGemmDesc<CudaGemmDesc>(n);
   if (d.batch.size() > static_cast<size_t>(kMaxGemmBatchDims))
     throw IRError(fmt::format("{}: {} batch dimensions that do not merge (the CUDA GEMM takes {})",
                               describeNode(n), d.batch.size(), kMaxGemmBatchDims));
@@ -185,19 +89,6 @@ CudaGemmDesc gemmDescFor(const Node& n) {
     throw IRError(fmt::format("{}: {}", describeNode(n), e.what()));
   }
   return d;
-}
-
-// The groups of Kernel nodes, each under its last node (the CPU executable's choice).
-std::unordered_map<const Node*, std::vector<const Node*>> kernelGroups(const Graph& g,
-                                                                       bool fuse) {
-  std::unordered_map<const Node*, std::vector<const Node*>> at;
-  if (fuse) {
-    for (auto& group : codegen::formFusionGroups(g)) at[group.back()] = std::move(group);
-  } else {
-    for (const auto& n : g.nodes())
-      if (codegen::classify(*n) == codegen::NodeExecution::Kernel) at[n.get()] = {n.get()};
-  }
-  return at;
 }
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
@@ -319,8 +210,7 @@ void CudaExecutable::Impl::layout(const Graph& source) {
   };
 
   std::unordered_map<std::string, size_t> byKey;
-  std::set<std::string> names;
-  KeyWriter keys;
+  KernelNameUniquer uniqueName;
   const auto groups = kernelGroups(*graph, opts.fuse);
   for (const auto& node : graph->nodes()) {
     const Node& n = *node;
@@ -405,12 +295,9 @@ void CudaExecutable::Impl::layout(const Graph& source) {
         }
         // Unique launch names (as the CPU executable's) for profiles and dumps; a launch
         // of a kernel compiled before runs that kernel under its first name.
-        std::string name = lk.kernel.name;
-        for (int i = 2; !names.insert(name).second; ++i)
-          name = fmt::format("{}_{}", lk.kernel.name, i);
-        lk.kernel.name = name;
-        l.name = name;
-        auto [it, fresh] = byKey.emplace(keys.key(lk.kernel), distinct.size());
+        lk.kernel.name = uniqueName(lk.kernel.name);
+        l.name = lk.kernel.name;
+        auto [it, fresh] = byKey.emplace(structuralKernelKey(lk.kernel), distinct.size());
         if (fresh) distinct.push_back(std::move(lk.kernel));
         l.kernel = it->second;
         launches.push_back(std::move(l));
