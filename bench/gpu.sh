@@ -10,7 +10,8 @@
 # 2. configures and builds (CMake, Ninja, -j$(nproc) capped at 16) the targets it runs;
 # 3. runs the CUDA tests: driver, GEMM (every kernel vs a float64 reference and the CPU
 #    GEMM), PTX through ptxas, every generated-kernel op and the tiny training step vs the
-#    CPU backend (cuda_runtime_tests, cuda_exec_tests, and cuda_ptx_tests when built);
+#    CPU backend, fused attention vs the interpreter (cuda_runtime_tests, cuda_exec_tests,
+#    cuda_attention_tests, and cuda_ptx_tests when built);
 # 4. GEMM TFLOP/s at the Transformer's shapes against cuBLAS (bench/cuda_gemm_bench);
 # 5. the base preset's training step (batch 64 x 64 tokens) compiled for the GPU and timed
 #    with `tgc run --backend cuda --repeat --profile` (forward fusions off: fused attention
@@ -95,7 +96,7 @@ mkdir -p "$logs"
 # ---- 2. build ----------------------------------------------------------------------------------
 export TGC_CACHE_DIR="$build/kernel-cache"
 if step configure 120 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release; then
-  targets=(tgc cuda_runtime_tests cuda_exec_tests)
+  targets=(tgc cuda_runtime_tests cuda_exec_tests cuda_attention_tests)
   known="$(ninja -C "$build" -t targets all 2>/dev/null)"
   for optional in cuda_ptx_tests cuda_gemm_bench; do
     if grep -q "^$optional:" <<<"$known"; then
@@ -117,7 +118,7 @@ counts() {
   echo "passed $p, skipped $s, failed $f"
 }
 declare -a test_counts=()
-for t in cuda_runtime_tests cuda_exec_tests cuda_ptx_tests; do
+for t in cuda_runtime_tests cuda_exec_tests cuda_attention_tests cuda_ptx_tests; do
   bin=$(find "$build/tests" -name "$t" -type f -perm -u+x 2>/dev/null | head -n 1)
   [[ -n "$bin" ]] || continue
   step "$t" 150 env TGC_EXE="$build/tools/tgc" "$bin" --gtest_color=no

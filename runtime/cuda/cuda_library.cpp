@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "codegen/cuda/nvrtc.h"
+#include "runtime/cuda/cuda_attention.h"
 #include "runtime/cuda/library_kernels_cu.h"  // generated: kLibraryKernelsSource
 
 namespace tgc::runtime::cuda {
@@ -75,9 +76,7 @@ std::vector<std::string> libraryKernelsFor(const Node& n) {
       return {fmt::format("tgc_sce_grad_{}_{}", floatSuffix(n), targetSuffix(n))};
     case OpKind::FusedAttention:
     case OpKind::FusedAttentionGrad:
-      throw IRError(fmt::format("{}: fused attention has no CUDA kernel yet (TGC_NO_FUSION=1 "
-                                "keeps attention unfused)",
-                                describeNode(n)));
+      return {attentionKernelFor(n)};
     // Every other op runs elsewhere (codegen::classify).
     case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
     case OpKind::Iota: case OpKind::PhiloxUniform:
@@ -100,6 +99,10 @@ std::vector<std::string> libraryKernelsFor(const Node& n) {
 CudaLibraryLaunch CudaLibrary::bind(const Node& n) const {
   const std::string what = describeNode(n);
   const std::vector<std::string> names = libraryKernelsFor(n);  // checks op and dtypes
+  if (n.op() == OpKind::FusedAttention || n.op() == OpKind::FusedAttentionGrad) {
+    if (!attention_) attention_ = std::make_unique<CudaAttention>(device_);
+    return attention_->bind(n);
+  }
   if (n.op() == OpKind::LayerNormGrad) {
     const int64_t d = n.operand(0)->type().shape.back();
     const int64_t rows = d == 0 ? 0 : n.operand(0)->type().numel() / d;

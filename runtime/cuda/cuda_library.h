@@ -2,9 +2,8 @@
 // (runtime/cuda/library_kernels.cu) compiled by NVRTC for the device, bound per node.
 //
 // layer_norm_grad, softmax_cross_entropy and softmax_cross_entropy_grad run in f32 and
-// f64 (targets i32 or i64). fused_attention(+_grad) have no GPU kernel yet: binding one
-// throws IRError naming the node (build the graph with TGC_NO_FUSION=1 to keep the
-// attention unfused).
+// f64 (targets i32 or i64). fused_attention(+_grad) go to CudaAttention
+// (runtime/cuda/cuda_attention.h), loaded on the first attention node.
 #pragma once
 
 #include <functional>
@@ -17,12 +16,14 @@
 
 namespace tgc::runtime::cuda {
 
+class CudaAttention;
+
 // The CUDA source of the library kernels, and their names (for compile tests).
 const std::string& librarySource();
 std::vector<std::string> libraryKernelNames();
 
 // The kernels that run `n`; throws IRError naming the node for an op or dtype without
-// a GPU kernel (fused attention, non-float data). Needs no device.
+// a GPU kernel (non-float data, attention head dims above 128). Needs no device.
 std::vector<std::string> libraryKernelsFor(const Node& n);
 
 // Enqueues a bound node: device pointers per operand and per result, in order.
@@ -42,6 +43,7 @@ class CudaLibrary {
  private:
   std::shared_ptr<Device> device_;
   std::unique_ptr<Module> module_;
+  mutable std::unique_ptr<CudaAttention> attention_;  // the first attention node loads it
 };
 
 }  // namespace tgc::runtime::cuda

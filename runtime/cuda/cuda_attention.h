@@ -1,0 +1,44 @@
+// Fused attention on the GPU: fused_attention and fused_attention_grad (ir/fused_ops.h)
+// as FlashAttention-2 kernels (runtime/cuda/attention_kernels.cu) compiled by NVRTC for the
+// device, bound per node through CudaLibrary (runtime/cuda/cuda_library.h).
+//
+// f32 and f64, head dims up to 128 (q/k and v may differ), any lengths and batch dims,
+// causal and broadcast bool masks, dropout from Philox (the CPU's stream bit for bit).
+// The backward adds dq with atomicAdd, so its low bits vary between runs; dk and dv are
+// each written by one block.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/cuda/cuda_library.h"
+#include "runtime/cuda/driver.h"
+
+namespace tgc::runtime::cuda {
+
+// The CUDA source of the attention kernels, and their names (for compile tests).
+const std::string& attentionSource();
+std::vector<std::string> attentionKernelNames();
+
+// The kernel that runs the fused_attention(_grad) node `n`; throws IRError naming the node
+// for a dtype other than f32 / f64 or a head dim above 128. Needs no device.
+std::string attentionKernelFor(const Node& n);
+
+class CudaAttention {
+ public:
+  // Compiles attentionSource() to CUBIN for the device (NVRTC's disk cache) and loads it.
+  explicit CudaAttention(std::shared_ptr<Device> device);
+  ~CudaAttention();
+
+  // Binds the node's shapes, attributes and mask layout (operands and results as
+  // CudaLibraryLaunch passes them).
+  CudaLibraryLaunch bind(const Node& n) const;
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<Module> module_;
+};
+
+}  // namespace tgc::runtime::cuda
