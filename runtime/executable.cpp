@@ -17,10 +17,9 @@
 #include "codegen/jit.h"
 #include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
-#include "ir/interpreter.h"
 #include "passes/fusion.h"
 #include "runtime/gemm_epilogue.h"
-#include "runtime/kernel_groups.h"
+#include "runtime/graph_walk.h"
 #include "runtime/kernel_identity.h"
 #include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
@@ -370,9 +369,7 @@ void Executable::Impl::build(const Graph& source) {
                                        static_cast<int>(inputs.size()) - 1);
           break;
         }
-        if (!n.operands().empty())
-          throw IRError(fmt::format("{}: a source op with operands", describeNode(n)));
-        std::vector<Tensor> values = Interpreter().evalNode(n, {});
+        std::vector<Tensor> values = sourceValues(n);
         for (size_t i = 0; i < values.size(); ++i) {
           stats.constantBytes += static_cast<int64_t>(values[i].nbytes());
           constants.push_back(std::move(values[i]));
@@ -381,12 +378,7 @@ void Executable::Impl::build(const Graph& source) {
         break;
       }
       case codegen::NodeExecution::View: {
-        const Value* from = n.operand(0);
-        if (from->type().numel() != n.result()->type().numel() ||
-            from->type().dtype != n.result()->type().dtype)
-          throw IRError(fmt::format("{}: a view must keep the dtype and element count",
-                                    describeNode(n)));
-        slotOf[n.result()] = slotOf.at(from);
+        slotOf[n.result()] = slotOf.at(viewedValue(n));
         ++stats.views;
         break;
       }

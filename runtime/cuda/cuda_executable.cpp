@@ -15,10 +15,9 @@
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/lower.h"
-#include "ir/interpreter.h"
 #include "runtime/cuda/cuda_gemm.h"
 #include "runtime/cuda/cuda_library.h"
-#include "runtime/kernel_groups.h"
+#include "runtime/graph_walk.h"
 #include "runtime/kernel_identity.h"
 #include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
@@ -224,9 +223,7 @@ void CudaExecutable::Impl::layout(const Graph& source) {
           if (state) stateNames.push_back(n.result()->name());
           break;
         }
-        if (!n.operands().empty())
-          throw IRError(fmt::format("{}: a source op with operands", describeNode(n)));
-        std::vector<Tensor> values = Interpreter().evalNode(n, {});
+        std::vector<Tensor> values = sourceValues(n);
         for (size_t i = 0; i < values.size(); ++i) {
           constantSlots.push_back(newSlot(*n.result(i), SlotKind::Constant));
           constants.push_back(std::move(values[i]));
@@ -234,12 +231,7 @@ void CudaExecutable::Impl::layout(const Graph& source) {
         break;
       }
       case codegen::NodeExecution::View: {
-        const Value* from = n.operand(0);
-        if (from->type().numel() != n.result()->type().numel() ||
-            from->type().dtype != n.result()->type().dtype)
-          throw IRError(fmt::format("{}: a view must keep the dtype and element count",
-                                    describeNode(n)));
-        slotOf[n.result()] = slotOf.at(from);
+        slotOf[n.result()] = slotOf.at(viewedValue(n));
         ++stats.views;
         break;
       }
