@@ -35,6 +35,11 @@ struct AttnParams {
 };
 static_assert(sizeof(AttnParams) == 26 * 8, "AttnParams must match the host's");
 
+// The dynamic shared memory (a host emulation of these kernels defines its own).
+#ifndef TGC_ATTN_SHARED
+#define TGC_ATTN_SHARED extern __shared__ __align__(16) unsigned char smem[]
+#endif
+
 template <typename T>
 __device__ __forceinline__ T negInf() {
   return (T)__longlong_as_double(0xfff0000000000000ULL);
@@ -122,7 +127,7 @@ __device__ void loadTileT(const T* src, long long r0, long long rows, long long 
 
 template <typename T>
 __device__ void attnForward(const AttnParams& p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  TGC_ATTN_SHARED;
   const long long d = p.d, dv = p.dvDim;
   T* qs = (T*)smem;       // [BQ][d]
   T* kt = qs + BQ * d;    // [d][KLD]
@@ -200,7 +205,7 @@ __device__ void attnForward(const AttnParams& p) {
 
 template <typename T>
 __device__ void attnBackward(const AttnParams& p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  TGC_ATTN_SHARED;
   const long long d = p.d, dv = p.dvDim;
   T* kt = (T*)smem;            // [d][KLD]   the block's keys, transposed
   T* vt = kt + d * KLD;        // [dv][KLD]  its values, transposed

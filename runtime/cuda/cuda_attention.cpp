@@ -16,14 +16,6 @@ constexpr int64_t kTile = 32;
 constexpr int64_t kTileLd = kTile + 1;
 constexpr int64_t kMaxHeadDim = 128;
 
-// attention_kernels.cu's AttnParams, field for field.
-struct AttnParams {
-  unsigned long long q = 0, k = 0, v = 0, out = 0, lse = 0, dout = 0, dq = 0, dk = 0, dv = 0,
-                     mask = 0, maskBase = 0, seed = 0, offset = 0;
-  long long batch = 0, tq = 0, tk = 0, d = 0, dvDim = 0, maskStrideI = 0, maskStrideJ = 0;
-  double scale = 1, pDrop = 0, keepScale = 1;
-  long long causal = 0, hasMask = 0, dropout = 0;
-};
 static_assert(sizeof(AttnParams) == 26 * 8, "AttnParams must match attention_kernels.cu");
 
 // Dynamic shared memory of each kernel for head dims d and dv, elements of `bytes`.
@@ -75,77 +67,84 @@ CudaAttention::CudaAttention(std::shared_ptr<Device> device) : device_(std::move
 
 CudaAttention::~CudaAttention() = default;
 
+AttentionLaunch attentionLaunchFor(const Node& n) {
+  AttentionLaunch l;
+  l.kernel = attentionKernelFor(n);
+  const codegen::AttentionParams a = codegen::attentionParamsFor(n);
+  l.forward = n.op() == OpKind::FusedAttention;
+  const int64_t bytes = elementBytes(l.kernel);
+  l.sharedBytes = static_cast<unsigned>(l.forward ? forwardShared(a.d, a.dv, bytes)
+                                                  : backwardShared(a.d, a.dv, bytes));
+  const int64_t blocks = a.batch * (((l.forward ? a.tq : a.tk) + kTile - 1) / kTile);
+  if (blocks > 0x7fffffff)
+    throw IRError(fmt::format("{}: {} blocks exceed the grid", describeNode(n), blocks));
+  l.blocks = static_cast<unsigned>(blocks);
+  AttnParams& p = l.params;
+  p.batch = a.batch;
+  p.tq = a.tq;
+  p.tk = a.tk;
+  p.d = a.d;
+  p.dvDim = a.dv;
+  p.maskStrideI = a.maskStrideI;
+  p.maskStrideJ = a.maskStrideJ;
+  p.scale = a.scale;
+  p.pDrop = a.pDrop;
+  p.keepScale = 1.0 / (1.0 - a.pDrop);
+  p.causal = a.causal;
+  p.hasMask = a.hasMask;
+  p.dropout = a.pDrop > 0;
+  l.maskBase.assign(a.maskBase.begin(), a.maskBase.end());
+  l.maskAt = l.forward ? 3 : 6;  // after q, k, v (and out, lse, dout)
+  l.seedAt = n.operands().size() - 2;
+  return l;
+}
+
+AttnParams AttentionLaunch::withPointers(const CUdeviceptr* in, const CUdeviceptr* out) const {
+  AttnParams p = params;
+  p.q = in[0];
+  p.k = in[1];
+  p.v = in[2];
+  if (p.hasMask) p.mask = in[maskAt];
+  if (p.dropout) {
+    p.seed = in[seedAt];
+    p.offset = in[seedAt + 1];
+  }
+  if (forward) {
+    p.out = out[0];
+    p.lse = out[1];
+  } else {
+    p.out = in[3];
+    p.lse = in[4];
+    p.dout = in[5];
+    p.dq = out[0];
+    p.dk = out[1];
+    p.dv = out[2];
+  }
+  return p;
+}
+
 CudaLibraryLaunch CudaAttention::bind(const Node& n) const {
   const std::string what = describeNode(n);
-  const std::string name = attentionKernelFor(n);
-  const codegen::AttentionParams a = codegen::attentionParamsFor(n);
-  const bool forward = n.op() == OpKind::FusedAttention;
-  const int64_t bytes = elementBytes(name);
-  const unsigned shared = static_cast<unsigned>(forward ? forwardShared(a.d, a.dv, bytes)
-                                                        : backwardShared(a.d, a.dv, bytes));
-  const int64_t tiles = ((forward ? a.tq : a.tk) + kTile - 1) / kTile;
-  const int64_t blocks = a.batch * tiles;
-  if (blocks > 0x7fffffff)
-    throw IRError(fmt::format("{}: {} blocks exceed the grid", what, blocks));
-  CUfunction fn = module_->function(name);
-
-  AttnParams base;
-  base.batch = a.batch;
-  base.tq = a.tq;
-  base.tk = a.tk;
-  base.d = a.d;
-  base.dvDim = a.dv;
-  base.maskStrideI = a.maskStrideI;
-  base.maskStrideJ = a.maskStrideJ;
-  base.scale = a.scale;
-  base.pDrop = a.pDrop;
-  base.keepScale = 1.0 / (1.0 - a.pDrop);
-  base.causal = a.causal;
-  base.hasMask = a.hasMask;
-  base.dropout = a.pDrop > 0;
-  const size_t maskAt = forward ? 3 : 6;
-  const size_t seedAt = n.operands().size() - 2;
-  // The mask's offset per batch item, uploaded on each launch (the host copy lives here).
-  auto maskBase = std::make_shared<std::vector<long long>>(a.maskBase.begin(), a.maskBase.end());
-  std::shared_ptr<DeviceBuffer> maskBaseDev;
-  if (a.hasMask && !maskBase->empty())
-    maskBaseDev = std::make_shared<DeviceBuffer>(
-        device_, static_cast<int64_t>(maskBase->size() * sizeof(long long)),
+  auto l = std::make_shared<const AttentionLaunch>(attentionLaunchFor(n));
+  CUfunction fn = module_->function(l->kernel);
+  // The mask's offsets per batch item, uploaded on each launch from l's copy.
+  std::shared_ptr<DeviceBuffer> maskBase;
+  if (l->params.hasMask && !l->maskBase.empty())
+    maskBase = std::make_shared<DeviceBuffer>(
+        device_, static_cast<int64_t>(l->maskBase.size() * sizeof(long long)),
         "fused attention's mask offsets");
-  const int64_t dqBytes = a.batch * a.tq * a.d * bytes;
-
+  const int64_t dqBytes = l->params.batch * l->params.tq * l->params.d *
+                          elementBytes(l->kernel);
   return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
-    AttnParams p = base;
-    p.q = in[0];
-    p.k = in[1];
-    p.v = in[2];
-    if (p.hasMask) {
-      p.mask = in[maskAt];
-      if (maskBaseDev) {
-        s.upload(maskBaseDev->ptr(), maskBase->data(), maskBaseDev->bytes());
-        p.maskBase = maskBaseDev->ptr();
-      }
+    AttnParams p = l->withPointers(in, out);
+    if (maskBase) {
+      s.upload(maskBase->ptr(), l->maskBase.data(), maskBase->bytes());
+      p.maskBase = maskBase->ptr();
     }
-    if (p.dropout) {
-      p.seed = in[seedAt];
-      p.offset = in[seedAt + 1];
-    }
-    if (forward) {
-      p.out = out[0];
-      p.lse = out[1];
-    } else {
-      p.out = in[3];
-      p.lse = in[4];
-      p.dout = in[5];
-      p.dq = out[0];
-      p.dk = out[1];
-      p.dv = out[2];
-      if (dqBytes > 0) s.fill(p.dq, 0, dqBytes);  // the kernel adds into dq
-    }
-    if (blocks == 0) return;
+    if (!l->forward && dqBytes > 0) s.fill(p.dq, 0, dqBytes);  // the kernel adds into dq
+    if (l->blocks == 0) return;
     void* args[] = {&p};
-    launch(fn, Dim3{static_cast<unsigned>(blocks), 1, 1}, Dim3{kThreads, 1, 1}, shared, s, args,
-           what);
+    launch(fn, Dim3{l->blocks, 1, 1}, Dim3{kThreads, 1, 1}, l->sharedBytes, s, args, what);
   };
 }
 

@@ -26,6 +26,33 @@ std::vector<std::string> attentionKernelNames();
 // for a dtype other than f32 / f64 or a head dim above 128. Needs no device.
 std::string attentionKernelFor(const Node& n);
 
+// attention_kernels.cu's AttnParams, field for field: pointers (device addresses), sizes,
+// the mask's strides and per-item offsets, attributes.
+struct AttnParams {
+  CUdeviceptr q = 0, k = 0, v = 0, out = 0, lse = 0, dout = 0, dq = 0, dk = 0, dv = 0, mask = 0,
+              maskBase = 0, seed = 0, offset = 0;
+  long long batch = 0, tq = 0, tk = 0, d = 0, dvDim = 0, maskStrideI = 0, maskStrideJ = 0;
+  double scale = 1, pDrop = 0, keepScale = 1;
+  long long causal = 0, hasMask = 0, dropout = 0;
+};
+
+// One node's launch, device-independent: the kernel, its parameters, the grid (blocks of
+// 256 threads) and dynamic shared memory. The backward kernel adds into dq: zero it first.
+struct AttentionLaunch {
+  std::string kernel;
+  bool forward = true;
+  AttnParams params;               // addresses unset
+  std::vector<long long> maskBase;  // the mask's offset per batch item (with has_mask)
+  unsigned blocks = 0;
+  unsigned sharedBytes = 0;
+  size_t maskAt = 0, seedAt = 0;  // operand indices of the mask and seed (offset follows)
+
+  // `params` with the operand and result addresses (in the op's order) filled in; the
+  // caller sets maskBase's address.
+  AttnParams withPointers(const CUdeviceptr* operands, const CUdeviceptr* results) const;
+};
+AttentionLaunch attentionLaunchFor(const Node& n);
+
 class CudaAttention {
  public:
   // Compiles attentionSource() to CUBIN for the device (NVRTC's disk cache) and loads it.

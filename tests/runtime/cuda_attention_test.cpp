@@ -7,7 +7,15 @@
 
 #include <fmt/format.h>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <regex>
 
 #include "codegen/cuda/nvrtc.h"
@@ -70,6 +78,20 @@ TEST(CudaAttentionSource, CompilesToPtxAndPassesPtxasWithoutSpills) {
   EXPECT_EQ(seen, 4) << log;
 }
 
+// allClose, with -inf (lse of a fully masked row) required at the same elements.
+::testing::AssertionResult closeWithInfs(const Tensor& got, const Tensor& want, double tol) {
+  if (got.numel() != want.numel()) return ::testing::AssertionFailure() << "sizes differ";
+  Tensor a = got, b = want;
+  for (int64_t e = 0; e < a.numel(); ++e) {
+    const bool ia = std::isinf(a.getF(e)), ib = std::isinf(b.getF(e));
+    if (ia != ib || (ia && a.getF(e) != b.getF(e)))
+      return ::testing::AssertionFailure()
+             << "element " << e << ": " << a.getF(e) << " vs " << b.getF(e);
+    if (ia) a.setF(e, 0), b.setF(e, 0);
+  }
+  return tgc::testing::allClose(a, b, tol, tol);
+}
+
 // One configuration of the device tests.
 struct Case {
   int64_t batch, heads, t, d, dv;
@@ -125,7 +147,7 @@ void checkAgainstInterpreter(const Case& c, const std::string& dt) {
   ASSERT_EQ(got.size(), want.size());
   const double tol = dt == "f32" ? 2e-4 : 1e-10;
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(tgc::testing::allClose(got[i], want[i], tol, tol)) << g->outputs()[i]->name();
+    EXPECT_TRUE(closeWithInfs(got[i], want[i], tol)) << g->outputs()[i]->name();
 }
 
 TEST(CudaAttentionOnDevice, ForwardAndBackwardMatchTheInterpreter) {
@@ -140,6 +162,174 @@ TEST(CudaAttentionOnDevice, ForwardAndBackwardMatchTheInterpreter) {
   };
   for (const std::string dt : {"f32", "f64"})
     for (const Case& c : cases) checkAgainstInterpreter(c, dt);
+}
+
+// The CUDA names the kernels use, for the host: one std::thread per CUDA thread (256 per
+// block), blocks one after another, __syncthreads() a block barrier, warp shuffles through
+// an exchange with a barrier per warp (warps may take different branches), atomicAdd an
+// atomic_ref. It checks the kernels' indexing, tiling, masking, online softmax and
+// dropout stream, not the GPU's arithmetic.
+constexpr const char* kEmulation = R"EMU(
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+using std::min;
+struct tgc_emu_dim3 { unsigned x = 0, y = 0, z = 0; };
+thread_local tgc_emu_dim3 threadIdx, blockIdx;
+std::barrier<>* tgc_emu_block = nullptr;
+std::barrier<>* tgc_emu_warp[8];
+unsigned long long tgc_emu_exchange[256];
+alignas(16) unsigned char tgc_emu_smem[1 << 18];
+#define TGC_ATTN_SHARED unsigned char* smem = tgc_emu_smem
+inline void __syncthreads() { tgc_emu_block->arrive_and_wait(); }
+template <class T> T tgc_emu_shfl(T v, unsigned src) {
+  const unsigned w = threadIdx.x / 32;
+  std::memcpy(&tgc_emu_exchange[threadIdx.x], &v, sizeof(T));
+  tgc_emu_warp[w]->arrive_and_wait();
+  T o;
+  std::memcpy(&o, &tgc_emu_exchange[w * 32 + src], sizeof(T));
+  tgc_emu_warp[w]->arrive_and_wait();
+  return o;
+}
+template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
+  return tgc_emu_shfl(v, (threadIdx.x % 32) ^ static_cast<unsigned>(o));
+}
+template <class T> T __shfl_sync(unsigned, T v, int lane) {
+  return tgc_emu_shfl(v, static_cast<unsigned>(lane));
+}
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
+}
+template <class T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+inline void tgc_emu_launch(unsigned grid, const std::function<void()>& body) {
+  std::barrier<> block(256);
+  tgc_emu_block = &block;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  for (int w = 0; w < 8; ++w) {
+    warps.push_back(std::make_unique<std::barrier<>>(32));
+    tgc_emu_warp[w] = warps.back().get();
+  }
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < 256; ++t)
+    threads.emplace_back([&, t] {
+      threadIdx = {t, 0, 0};
+      for (unsigned b = 0; b < grid; ++b) {
+        blockIdx = {b, 0, 0};
+        body();
+        block.arrive_and_wait();
+      }
+    });
+  for (auto& th : threads) th.join();
+}
+)EMU";
+
+// The kernels built as a host library against kEmulation; null (and `why`) on failure.
+void* buildEmulation(std::string& why) {
+  namespace fs = std::filesystem;
+  const char* cxx = std::getenv("CXX");
+  const std::string compiler = cxx && *cxx ? cxx : "c++";
+  if (std::system(fmt::format("{} --version > /dev/null 2>&1", compiler).c_str()) != 0) {
+    why = "no host C++ compiler (" + compiler + ") to run the emulation";
+    return nullptr;
+  }
+  std::string source = std::string(kEmulation) + attentionSource();
+  for (const std::string& name : attentionKernelNames())
+    source += fmt::format(
+        "extern \"C\" void emu_{0}(const void* params, unsigned grid) {{\n  AttnParams p;\n"
+        "  std::memcpy(&p, params, sizeof p);\n  tgc_emu_launch(grid, [&] {{ {0}(p); }});\n}}\n",
+        name);
+  const fs::path dir = fs::temp_directory_path() / fmt::format("tgc-attn-emu-{}", getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "attn.cpp") << source;
+  const std::string build = fmt::format(
+      "{0} -std=c++20 -O1 -w -shared -fPIC -pthread {1}/attn.cpp -o {1}/attn.so > "
+      "{1}/build.log 2>&1",
+      compiler, dir.string());
+  if (std::system(build.c_str()) != 0) {
+    std::ifstream log(dir / "build.log");
+    why = "the emulation does not build: " +
+          std::string(std::istreambuf_iterator<char>(log), {}).substr(0, 4000);
+    return nullptr;
+  }
+  void* lib = dlopen((dir / "attn.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) why = dlerror();
+  fs::remove_all(dir);
+  return lib;
+}
+
+// Runs the node's kernel in the emulation on host tensors (operands, then results).
+void emulate(void* lib, const Node& n, const std::vector<const Tensor*>& operands,
+             std::vector<Tensor>& results) {
+  const AttentionLaunch l = attentionLaunchFor(n);
+  std::vector<CUdeviceptr> in, out;
+  for (const Tensor* t : operands) in.push_back(reinterpret_cast<CUdeviceptr>(t->data()));
+  for (Tensor& t : results) out.push_back(reinterpret_cast<CUdeviceptr>(t.data()));
+  AttnParams p = l.withPointers(in.data(), out.data());
+  p.maskBase = reinterpret_cast<CUdeviceptr>(l.maskBase.data());
+  using Launch = void (*)(const void*, unsigned);
+  auto fn = reinterpret_cast<Launch>(dlsym(lib, ("emu_" + l.kernel).c_str()));
+  ASSERT_NE(fn, nullptr) << l.kernel;
+  fn(&p, l.blocks);  // results arrive zeroed (the backward adds into dq)
+}
+
+TEST(CudaAttentionEmulated, ForwardAndBackwardMatchTheInterpreter) {
+  std::string why;
+  void* lib = buildEmulation(why);
+  if (!lib) GTEST_SKIP() << why;
+  const std::pair<Case, std::string> cases[] = {
+      {{1, 2, 7, 8, 8, false, false, false}, "f32"},
+      {{2, 1, 40, 40, 24, true, true, true}, "f32"},
+      {{1, 1, 33, 16, 33, false, true, true}, "f64"},
+      {{1, 1, 5, 8, 8, true, false, false}, "f64"},
+  };
+  for (const auto& [c, dt] : cases) {
+    SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={}", dt,
+                             c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout));
+    auto g = parseGraph(attentionGraph(c, dt), "attn.tir");
+    auto in = tgc::testing::randomInputs(*g, 5);
+    if (c.mask) {
+      Tensor& m = in.at("m");
+      for (int64_t e = 0; e < m.numel(); ++e) m.setI(e, (e * 7919 % 13) < 10 ? 1 : 0);
+      for (int64_t j = 0; j < c.t; ++j) m.setI(j, 0);
+    }
+    if (c.dropout) {
+      in.at("seed").setI(0, 0x1234567890abcdefLL);
+      in.at("offset").setI(0, 977);
+    }
+    const auto want = Interpreter().run(*g, in);
+    const Node& fwd = *g->outputs()[0]->def();
+    const Node& bwd = *g->outputs()[2]->def();
+    std::map<const Value*, Tensor> got;
+    auto operandsOf = [&](const Node& n) {
+      std::vector<const Tensor*> ops;
+      for (const Value* v : n.operands())
+        ops.push_back(got.count(v) ? &got.at(v) : &in.at(v->name()));
+      return ops;
+    };
+    auto run = [&](const Node& n) {
+      std::vector<Tensor> res;
+      for (size_t i = 0; i < n.numResults(); ++i) res.emplace_back(n.result(i)->type());
+      emulate(lib, n, operandsOf(n), res);
+      for (size_t i = 0; i < res.size(); ++i) got.emplace(n.result(i), std::move(res[i]));
+    };
+    run(fwd);
+    run(bwd);
+    const double tol = dt == "f32" ? 2e-5 : 1e-12;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(closeWithInfs(got.at(g->outputs()[i]), want[i], tol)) << g->outputs()[i]->name();
+  }
+  dlclose(lib);
 }
 
 TEST(CudaAttention, HeadDimAbove128IsRefusedNamingTheNode) {
