@@ -12,29 +12,14 @@ namespace {
 
 using namespace interp_test;
 
-// Runs a fused_attention (or its gradient) node over `args`; returns every result.
-std::vector<Tensor> runFused(OpKind op, const std::vector<Tensor>& args, AttrMap attrs,
-                             InterpreterOptions opts = {}) {
-  Graph g("fused");
-  std::vector<Value*> operands;
-  std::map<std::string, Tensor> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = fmt::format("x{}", i);
-    operands.push_back(g.add(OpKind::Input, {}, {}, {name}, {args[i].type()})->result());
-    inputs[name] = args[i];
-  }
-  Node* n = g.add(op, operands, std::move(attrs), {"r0", "r1", "r2"});
-  for (size_t r = 0; r < n->numResults(); ++r) g.addOutput(n->result(r));
-  return Interpreter(opts).run(g, inputs);
-}
-
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 INTERP_OP_TEST(FusedAttention, CausalMaskAndFullyMaskedRows) {
   // q = [[1], [2]], k = [[0], [1]], v = identity: row i's output is its probabilities.
   Tensor q = T(DType::f64, {2, 1}, {1, 2}), k = T(DType::f64, {2, 1}, {0, 1});
   Tensor v = T(DType::f64, {2, 2}, {1, 0, 0, 1});
-  auto causal = runFused(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}, {"causal", true}});
+  auto causal =
+      runOpResults(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}, {"causal", true}});
   // Row 0 sees key 0 only; row 1 has scores [0, 2].
   const double p1 = sigmoid(2);
   expectNear(causal[0], ty(DType::f64, {2, 2}), {1, 0, 1 - p1, p1}, 1e-15);
@@ -42,13 +27,13 @@ INTERP_OP_TEST(FusedAttention, CausalMaskAndFullyMaskedRows) {
 
   // A [1, 2] mask broadcast over the rows, and a row-wise mask that hides all of row 0.
   Tensor keyMask = TI(DType::boolean, {1, 2}, {0, 1});
-  auto masked = runFused(OpKind::FusedAttention, {q, k, v, keyMask},
-                         {{"scale", 0.5}, {"has_mask", true}});
+  auto masked = runOpResults(OpKind::FusedAttention, {q, k, v, keyMask},
+                             {{"scale", 0.5}, {"has_mask", true}});
   expectNear(masked[0], ty(DType::f64, {2, 2}), {0, 1, 0, 1}, 1e-15);
   expectNear(masked[1], ty(DType::f64, {2}), {0.5, 1}, 1e-15);
   Tensor rowMask = TI(DType::boolean, {2, 1}, {0, 1});
-  auto empty = runFused(OpKind::FusedAttention, {q, k, v, rowMask},
-                        {{"scale", 1.0}, {"has_mask", true}});
+  auto empty = runOpResults(OpKind::FusedAttention, {q, k, v, rowMask},
+                            {{"scale", 1.0}, {"has_mask", true}});
   expectNear(empty[0], ty(DType::f64, {2, 2}), {0, 0, 1 - p1, p1}, 1e-15);
   expectNear(empty[1], ty(DType::f64, {2}), {-kInf, std::log(1 + std::exp(2.0))}, 1e-15);
 }
@@ -58,12 +43,12 @@ INTERP_OP_TEST(FusedAttention, NaNPropagatesLikeTheUnfusedSoftmax) {
   // non-finite training step must show a NaN loss. Other rows are untouched.
   Tensor q = T(DType::f32, {2, 1}, {kNaN, 1}), k = T(DType::f32, {2, 1}, {0, 1});
   Tensor v = T(DType::f32, {2, 1}, {1, 3});
-  auto r = runFused(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}});
+  auto r = runOpResults(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}});
   EXPECT_TRUE(std::isnan(r[0].getF(0)));
   EXPECT_TRUE(std::isnan(r[1].getF(0)));
   EXPECT_NEAR(r[0].getF(1), 1 + 2 * sigmoid(1), 1e-6);
-  auto g = runFused(OpKind::FusedAttentionGrad, {q, k, v, r[0], r[1], T(DType::f32, {2, 1}, {1, 1})},
-                    {{"scale", 1.0}});
+  auto g = runOpResults(OpKind::FusedAttentionGrad,
+                        {q, k, v, r[0], r[1], T(DType::f32, {2, 1}, {1, 1})}, {{"scale", 1.0}});
   EXPECT_TRUE(std::isnan(g[1].getF(0)));  // dk collects row 0's NaN
 }
 
@@ -72,7 +57,7 @@ INTERP_OP_TEST(FusedAttention, BatchDimsAndRoundingToF32) {
   Tensor q = T(DType::f32, {2, 1, 1, 2}, {1, 0, 0, 1});
   Tensor k = T(DType::f32, {2, 1, 2, 2}, {1, 0, 0, 1, 1, 0, 0, 1});
   Tensor v = T(DType::f32, {2, 1, 2, 1}, {10, 20, 30, 40});
-  auto r = runFused(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}});
+  auto r = runOpResults(OpKind::FusedAttention, {q, k, v}, {{"scale", 1.0}});
   const double s = sigmoid(1);  // weight of the key that matches the query
   expectNear(r[0], ty(DType::f32, {2, 1, 1, 1}),
              {roundTo(DType::f32, 10 * s + 20 * (1 - s)), roundTo(DType::f32, 30 * (1 - s) + 40 * s)},
@@ -117,9 +102,9 @@ INTERP_OP_TEST(FusedAttention, DropoutMatchesTheUnfusedStream) {
     SCOPED_TRACE(promote ? "promote_to_f64" : "f32");
     InterpreterOptions opts{.promote_to_f64 = promote};
     Tensor want = unfusedDropout(q, k, v, 0.5, p, 1234, 99, opts);
-    auto got = runFused(OpKind::FusedAttention,
-                        {q, k, v, TI(DType::i64, {}, {1234}), TI(DType::i64, {}, {99})},
-                        {{"scale", 0.5}, {"p_drop", p}}, opts);
+    auto got = runOpResults(OpKind::FusedAttention,
+                            {q, k, v, TI(DType::i64, {}, {1234}), TI(DType::i64, {}, {99})},
+                            {{"scale", 0.5}, {"p_drop", p}}, opts);
     ASSERT_EQ(got[0].type(), want.type());
     int dropped = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
@@ -139,10 +124,10 @@ INTERP_OP_TEST(FusedAttentionGrad, TwoKeysByHand) {
   Tensor q = T(DType::f64, {1, 1}, {a}), k = T(DType::f64, {2, 1}, {0, 1});
   Tensor v = T(DType::f64, {2, 1}, {1, 3});
   AttrMap attrs{{"scale", 1.0}};
-  auto fwd = runFused(OpKind::FusedAttention, {q, k, v}, attrs);
+  auto fwd = runOpResults(OpKind::FusedAttention, {q, k, v}, attrs);
   expectNear(fwd[0], ty(DType::f64, {1, 1}), {1 + 2 * s}, 1e-15);
-  auto grads = runFused(OpKind::FusedAttentionGrad,
-                        {q, k, v, fwd[0], fwd[1], T(DType::f64, {1, 1}, {1})}, attrs);
+  auto grads = runOpResults(OpKind::FusedAttentionGrad,
+                            {q, k, v, fwd[0], fwd[1], T(DType::f64, {1, 1}, {1})}, attrs);
   ASSERT_EQ(grads.size(), 3u);
   expectNear(grads[0], ty(DType::f64, {1, 1}), {d}, 1e-14);
   expectNear(grads[1], ty(DType::f64, {2, 1}), {-a * d, a * d}, 1e-14);
@@ -154,10 +139,10 @@ INTERP_OP_TEST(FusedAttentionGrad, FullyMaskedRowsGiveZeroGradients) {
   Tensor v = T(DType::f64, {2, 1}, {1, 3});
   Tensor mask = TI(DType::boolean, {2, 1}, {0, 0});
   AttrMap attrs{{"scale", 1.0}, {"has_mask", true}};
-  auto fwd = runFused(OpKind::FusedAttention, {q, k, v, mask}, attrs);
+  auto fwd = runOpResults(OpKind::FusedAttention, {q, k, v, mask}, attrs);
   expectExact(fwd[1], ty(DType::f64, {2}), {-kInf, -kInf});
-  auto grads = runFused(OpKind::FusedAttentionGrad,
-                        {q, k, v, fwd[0], fwd[1], T(DType::f64, {2, 1}, {1, -2}), mask}, attrs);
+  auto grads = runOpResults(OpKind::FusedAttentionGrad,
+                            {q, k, v, fwd[0], fwd[1], T(DType::f64, {2, 1}, {1, -2}), mask}, attrs);
   expectExact(grads[0], ty(DType::f64, {2, 1}), {0, 0});
   expectExact(grads[1], ty(DType::f64, {2, 1}), {0, 0});
   expectExact(grads[2], ty(DType::f64, {2, 1}), {0, 0});

@@ -56,26 +56,45 @@ inline Tensor TI(DType d, Shape s, const std::vector<int64_t>& v) {
   return t;
 }
 
-// Builds a graph: one input per tensor in `args` (named x0, x1, ...), then `op` applied to
-// them with `attrs` (`declared` gives a source op its type), and runs it.
-inline Tensor runOp(OpKind op, const std::vector<Tensor>& args, AttrMap attrs = {},
-                    std::optional<TensorType> declared = std::nullopt,
-                    InterpreterOptions opts = {}) {
-  Graph g("one_op");
+// Adds to `g` one input per tensor in `args` (named x0, x1, ..., fed through `inputs`), then
+// `op` applied to them with `attrs` (`declared` gives a source op its type), its results named
+// out, out.1, ...; returns the op's node.
+inline Node* addOneOp(Graph& g, std::map<std::string, Tensor>& inputs, OpKind op,
+                      const std::vector<Tensor>& args, AttrMap attrs,
+                      std::vector<TensorType> declared = {}) {
   std::vector<Value*> operands;
-  std::map<std::string, Tensor> inputs;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = fmt::format("x{}", i);
     operands.push_back(g.add(OpKind::Input, {}, {}, {name}, {args[i].type()})->result());
     inputs[name] = args[i];
   }
+  return g.add(op, operands, std::move(attrs), {"out"}, std::move(declared));
+}
+
+// Builds a graph of `op` (addOneOp) and runs it; returns its result.
+inline Tensor runOp(OpKind op, const std::vector<Tensor>& args, AttrMap attrs = {},
+                    std::optional<TensorType> declared = std::nullopt,
+                    InterpreterOptions opts = {}) {
+  Graph g("one_op");
+  std::map<std::string, Tensor> inputs;
   std::vector<TensorType> decl;
   if (declared) decl.push_back(*declared);
-  Node* n = g.add(op, operands, std::move(attrs), {"out"}, decl);
+  Node* n = addOneOp(g, inputs, op, args, std::move(attrs), decl);
   g.addOutput(n->result());
   std::vector<Tensor> outs = Interpreter(opts).run(g, inputs);
   EXPECT_EQ(outs.size(), 1u);
   return outs.at(0);
+}
+
+// The same for an op with several results (fused_attention, softmax_cross_entropy, ...):
+// returns every result.
+inline std::vector<Tensor> runOpResults(OpKind op, const std::vector<Tensor>& args,
+                                        AttrMap attrs = {}, InterpreterOptions opts = {}) {
+  Graph g("one_op");
+  std::map<std::string, Tensor> inputs;
+  Node* n = addOneOp(g, inputs, op, args, std::move(attrs));
+  for (size_t r = 0; r < n->numResults(); ++r) g.addOutput(n->result(r));
+  return Interpreter(opts).run(g, inputs);
 }
 
 // Runs and returns the IRError message ("" when nothing was thrown).
