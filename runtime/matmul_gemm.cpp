@@ -10,16 +10,9 @@ MatmulGemm matmulGemm(const Node& n) {
   const int64_t aRows = at.shape[at.rank() - 2], aCols = at.shape.back();
   const int64_t bRows = bt.shape[bt.rank() - 2], bCols = bt.shape.back();
   const int64_t m = ot.shape[ot.rank() - 2], nn = ot.shape.back(), k = ta ? aRows : aCols;
-  MatmulGemm d;
-  d.dtype = ot.dtype;
-  d.m = m;
-  d.n = nn;
-  d.k = k;
-  d.transA = ta;
-  d.transB = tb;
-  d.lda = aCols;
-  d.ldb = bCols;
-  d.ldc = nn;
+  MatmulGemm d{.dtype = ot.dtype, .m = m, .n = nn, .k = k, .transA = ta, .transB = tb,
+               .lda = aCols, .ldb = bCols, .ldc = nn, .batch = {}, .strideA = {},
+               .strideB = {}, .strideC = {}};
 
   const size_t rank = static_cast<size_t>(ot.rank()) - 2;
   auto padded = [&](const Shape& s) {  // batch dims, left-padded with 1 to `rank`
