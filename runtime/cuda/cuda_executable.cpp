@@ -156,6 +156,10 @@ struct CudaExecutable::Impl {
   // Uploads `given` (one per input; null for state inputs), runs, and downloads the
   // outputs not skipped.
   std::vector<Tensor> execute(const std::vector<const Tensor*>& given, bool skipState);
+  // The tensor in `from` of each input (null for a state input with `skipState`); throws
+  // naming every missing input, or a mistyped one and `where` it came from.
+  std::vector<const Tensor*> gather(const std::map<std::string, Tensor>& from, bool skipState,
+                                    const char* where) const;
 };
 
 std::unique_ptr<CudaExecutable> CudaExecutable::compile(const Graph& g,
@@ -406,6 +410,28 @@ void CudaExecutable::Impl::plan() {
   stats.constantBytes = constantBytes;
 }
 
+std::vector<const Tensor*> CudaExecutable::Impl::gather(
+    const std::map<std::string, Tensor>& from, bool skipState, const char* where) const {
+  std::vector<const Tensor*> given;
+  std::vector<std::string> missing;
+  for (const IO& in : inputs) {
+    auto it = from.find(in.name);
+    if (skipState && in.state) {
+      given.push_back(nullptr);
+    } else if (it == from.end()) {
+      missing.push_back("%" + in.name);
+      given.push_back(nullptr);
+    } else {
+      checkType(in.name, in.type, it->second, where);
+      given.push_back(&it->second);
+    }
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
+                                            fmt::join(missing, ", ")));
+  return given;
+}
+
 std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor*>& given,
                                                   bool skipState) {
   Stream& s = *stream;
@@ -470,22 +496,7 @@ std::vector<Tensor> CudaExecutable::run(const std::map<std::string, Tensor>& inp
   Impl& m = *impl_;
   if (m.opts.updateInPlace)
     throw std::logic_error("a stateful CUDA executable runs with loadState/runStep/saveState");
-  std::vector<const Tensor*> given;
-  std::vector<std::string> missing;
-  for (const Impl::IO& in : m.inputs) {
-    auto it = inputs.find(in.name);
-    if (it == inputs.end()) {
-      missing.push_back("%" + in.name);
-      given.push_back(nullptr);
-      continue;
-    }
-    checkType(in.name, in.type, it->second, "the given tensor");
-    given.push_back(&it->second);
-  }
-  if (!missing.empty())
-    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
-                                            fmt::join(missing, ", ")));
-  return m.execute(given, false);
+  return m.execute(m.gather(inputs, false, "the given tensor"), false);
 }
 
 void CudaExecutable::loadState(const ParamStore& store) {
@@ -513,26 +524,7 @@ std::map<std::string, Tensor> CudaExecutable::runStep(const std::map<std::string
   if (!m.opts.updateInPlace)
     throw std::logic_error("runStep needs a CUDA executable compiled with updateInPlace");
   if (!m.stateLoaded) throw std::logic_error("runStep before loadState");
-  std::vector<const Tensor*> given;
-  std::vector<std::string> missing;
-  for (const Impl::IO& in : m.inputs) {
-    if (in.state) {
-      given.push_back(nullptr);
-      continue;
-    }
-    auto it = batch.find(in.name);
-    if (it == batch.end()) {
-      missing.push_back("%" + in.name);
-      given.push_back(nullptr);
-      continue;
-    }
-    checkType(in.name, in.type, it->second, "the batch");
-    given.push_back(&it->second);
-  }
-  if (!missing.empty())
-    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
-                                            fmt::join(missing, ", ")));
-  std::vector<Tensor> results = m.execute(given, true);
+  std::vector<Tensor> results = m.execute(m.gather(batch, true, "the batch"), true);
   std::map<std::string, Tensor> out;
   size_t next = 0;
   for (const Impl::IO& o : m.outputs)
