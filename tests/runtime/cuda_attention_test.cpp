@@ -1,8 +1,10 @@
 // Fused attention on the GPU (runtime/cuda/cuda_attention.h). Without a GPU: the kernels
 // compile through NVRTC to PTX for compute_90 and ptxas assembles them for sm_90 with no
-// warning and no spill (their register counts are printed). With a GPU: fused_attention and
-// fused_attention_grad against the reference interpreter at T = 1, 7, 64, 257, 1024, with
-// causal and broadcast masks, fully masked rows, dropout on and off, f32 and f64.
+// warning and no spill (their register counts are printed), and they run in a host
+// emulation of the CUDA execution model against the interpreter. With a GPU:
+// fused_attention and fused_attention_grad against the reference interpreter at T = 1, 7,
+// 64, 257, 1024, with causal and broadcast masks, fully masked rows, dropout on and off,
+// f32 and f64; and forward/backward TFLOP/s at head dim 64, L = 512...4096 (printed).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -330,6 +332,57 @@ TEST(CudaAttentionEmulated, ForwardAndBackwardMatchTheInterpreter) {
       EXPECT_TRUE(closeWithInfs(got.at(g->outputs()[i]), want[i], tol)) << g->outputs()[i]->name();
   }
   dlclose(lib);
+}
+
+// Forward and backward TFLOP/s at head dim 64, 16 heads, L = 512...4096, f32 (printed; the
+// FLOPs count the matrix products: 4 L^2 d per head forward, 2.5x that backward). Zero q
+// and k make every score 0, so lse must come back as log(L) exactly enough.
+TEST(CudaAttentionOnDevice, ThroughputAtHeadDim64) {
+  TGC_REQUIRE_CUDA_DEVICE();
+  TGC_REQUIRE_NVRTC();
+  auto dev = Device::open();
+  CudaAttention attention(dev);
+  Stream stream(dev);
+  for (const int64_t len : {512, 1024, 2048, 4096}) {
+    const Case c{2, 8, len, 64, 64, false, false, false};
+    auto g = parseGraph(attentionGraph(c, "f32"), "attn.tir");
+    const Node& fwdNode = *g->outputs()[0]->def();
+    const Node& bwdNode = *g->outputs()[2]->def();
+    const int64_t rows = c.batch * c.heads * len, bytes = rows * c.d * 4;
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    auto buffer = [&](int64_t n) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(dev, n, "attention bench"));
+      stream.fill(bufs.back()->ptr(), 0, n);
+      return bufs.back()->ptr();
+    };
+    const CUdeviceptr q = buffer(bytes), k = buffer(bytes), v = buffer(bytes), dout = buffer(bytes),
+                      o = buffer(bytes), lse = buffer(rows * 4), dq = buffer(bytes),
+                      dk = buffer(bytes), dv = buffer(bytes);
+    const CUdeviceptr fin[] = {q, k, v}, fout[] = {o, lse};
+    const CUdeviceptr bin[] = {q, k, v, o, lse, dout}, bout[] = {dq, dk, dv};
+    const auto fwd = attention.bind(fwdNode), bwd = attention.bind(bwdNode);
+    fwd(fin, fout, stream);  // warm-up
+    bwd(bin, bout, stream);
+    constexpr int kReps = 5;
+    Event e0(dev), e1(dev), e2(dev);
+    e0.record(stream);
+    for (int r = 0; r < kReps; ++r) fwd(fin, fout, stream);
+    e1.record(stream);
+    for (int r = 0; r < kReps; ++r) bwd(bin, bout, stream);
+    e2.record(stream);
+    e2.synchronize();
+    const double flops = 4.0 * static_cast<double>(c.batch * c.heads) * len * len * c.d;
+    const double fwdMs = Event::elapsedMs(e0, e1) / kReps, bwdMs = Event::elapsedMs(e1, e2) / kReps;
+    std::printf("  L=%lld d=64 heads=16 f32: forward %.3f ms %.1f TFLOP/s, backward %.3f ms %.1f "
+                "TFLOP/s, both %.1f TFLOP/s\n",
+                static_cast<long long>(len), fwdMs, flops / fwdMs * 1e-9, bwdMs,
+                2.5 * flops / bwdMs * 1e-9, 3.5 * flops / (fwdMs + bwdMs) * 1e-9);
+    std::vector<float> lseHost(static_cast<size_t>(rows));
+    stream.download(lseHost.data(), lse, rows * 4);
+    stream.synchronize();
+    EXPECT_NEAR(lseHost[0], std::log(static_cast<double>(len)), 1e-5);
+    EXPECT_NEAR(lseHost[static_cast<size_t>(rows - 1)], std::log(static_cast<double>(len)), 1e-5);
+  }
 }
 
 TEST(CudaAttention, HeadDimAbove128IsRefusedNamingTheNode) {
