@@ -20,8 +20,8 @@
 // launch) and saveState() downloads it again, so a training loop moves only batches and
 // metrics across PCIe.
 //
-// Not yet on the GPU: fused attention (forward and backward) makes compile() throw IRError
-// naming the node; graphs built with TGC_NO_FUSION=1 keep attention unfused.
+// Fused attention runs the FlashAttention kernels of runtime/cuda/attention_kernels.cu
+// (through cuda_library), which so far are proved only by ptxas and a CPU emulation.
 #pragma once
 
 #include <cstdint>

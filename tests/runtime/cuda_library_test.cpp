@@ -67,26 +67,4 @@ TEST(CudaLibraryOnDevice, LossAndLayerNormGradientsMatchTheInterpreter) {
   }
 }
 
-TEST(CudaLibraryOnDevice, FusedAttentionIsRefusedNamingTheNode) {
-  TGC_REQUIRE_CUDA_DEVICE();
-  TGC_REQUIRE_NVRTC();
-  auto g = parseGraph(R"(graph @attn {
-  %q = input() : f32[2,4,8]
-  %k = input() : f32[2,4,8]
-  %v = input() : f32[2,4,8]
-  %o, %lse = fused_attention(%q, %k, %v) {scale=0.35} : f32[2,4,8], f32[2,4]
-  return %o
-}
-)",
-                      "attn.tir");
-  try {
-    CudaExecutable::compile(*g);
-    FAIL() << "fused attention compiled for the GPU";
-  } catch (const IRError& e) {
-    EXPECT_NE(std::string(e.what()).find("fused attention has no CUDA kernel yet"),
-              std::string::npos)
-        << e.what();
-  }
-}
-
 }  // namespace
