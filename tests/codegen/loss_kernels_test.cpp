@@ -5,35 +5,19 @@
 
 #include <cmath>
 #include <limits>
-#include <map>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "codegen/loss_kernels.h"
-#include "ir/graph.h"
-#include "ir/interpreter.h"
 #include "runtime/thread_pool.h"
+#include "tests/ir/interp_test_util.h"
 
 using namespace tgc;
 using namespace tgc::codegen;
+using tgc::interp_test::runOpResults;
 
 namespace {
-
-// Runs one node of `op` on `args` in the interpreter; returns every result.
-std::vector<Tensor> reference(OpKind op, const std::vector<Tensor>& args, AttrMap attrs) {
-  Graph g("ref");
-  std::vector<Value*> operands;
-  std::map<std::string, Tensor> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = fmt::format("x{}", i);
-    operands.push_back(g.add(OpKind::Input, {}, {}, {name}, {args[i].type()})->result());
-    inputs[name] = args[i];
-  }
-  Node* n = g.add(op, operands, std::move(attrs), {"out"});
-  for (size_t r = 0; r < n->numResults(); ++r) g.addOutput(n->result(r));
-  return Interpreter().run(g, inputs);
-}
 
 Tensor random(TensorType t, std::mt19937_64& rng, double lo, double hi) {
   Tensor r(t);
@@ -134,8 +118,9 @@ TEST(LossKernels, SoftmaxCrossEntropyMatchesTheInterpreter) {
             Tensor x = logitsFor(dt, rows, v, rng), t = targetsFor(it, rows, v);
             Tensor dloss = random({dt, {rows}}, rng, -2, 2);
             AttrMap a{{"smoothing", eps}};
-            auto fwd = reference(OpKind::SoftmaxCrossEntropy, {x, t}, a);
-            Tensor dref = reference(OpKind::SoftmaxCrossEntropyGrad, {x, t, fwd[1], dloss}, a)[0];
+            auto fwd = runOpResults(OpKind::SoftmaxCrossEntropy, {x, t}, a);
+            Tensor dref =
+                runOpResults(OpKind::SoftmaxCrossEntropyGrad, {x, t, fwd[1], dloss}, a)[0];
             CrossEntropyShape s{dt, it, rows, v, eps};
             for (LossIsa isa : isas()) {
               setLossIsa(isa);
@@ -186,7 +171,7 @@ TEST(LossKernels, LayerNormGradMatchesTheInterpreter) {
         if (rows > 1)  // a constant row: xhat = 0, rstd = 1 / sqrt(eps)
           for (int64_t j = 0; j < d; ++j) x.setF(d + j, 2.5);
         Tensor gamma = random({dt, {d}}, rng, -2, 2), dy = random({dt, {rows, d}}, rng, -1, 1);
-        auto ref = reference(OpKind::LayerNormGrad, {x, gamma, dy}, {{"eps", 1e-5}});
+        auto ref = runOpResults(OpKind::LayerNormGrad, {x, gamma, dy}, {{"eps", 1e-5}});
         LayerNormShape s{dt, rows, d, 1e-5};
         for (LossIsa isa : isas()) {
           std::vector<Tensor> firstRun;

@@ -11,21 +11,6 @@ namespace {
 
 using namespace interp_test;
 
-// Runs one multi-result op on `args` and returns every result.
-std::vector<Tensor> runAll(OpKind op, const std::vector<Tensor>& args, AttrMap attrs) {
-  Graph g("one_op");
-  std::vector<Value*> operands;
-  std::map<std::string, Tensor> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = fmt::format("x{}", i);
-    operands.push_back(g.add(OpKind::Input, {}, {}, {name}, {args[i].type()})->result());
-    inputs[name] = args[i];
-  }
-  Node* n = g.add(op, operands, std::move(attrs), {"out"});
-  for (size_t r = 0; r < n->numResults(); ++r) g.addOutput(n->result(r));
-  return Interpreter().run(g, inputs);
-}
-
 // Central difference of f at every element of t (f64), returned as a tensor like t.
 Tensor numericGrad(Tensor t, const std::function<double(const Tensor&)>& f) {
   Tensor d(t.type());
@@ -50,7 +35,8 @@ double dot(const Tensor& a, const Tensor& b) {
 
 Tensor wave(DType d, Shape s, double scale, double phase) {
   Tensor t(ty(d, std::move(s)));
-  for (int64_t i = 0; i < t.numel(); ++i) t.setF(i, scale * std::sin(1.7 * static_cast<double>(i) + phase));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.setF(i, scale * std::sin(1.7 * static_cast<double>(i) + phase));
   return t;
 }
 
@@ -64,17 +50,17 @@ INTERP_OP_TEST(SoftmaxCrossEntropy, HandComputedRows) {
   Tensor t = TI(DType::i64, {2}, {1, 2});
   const double l3 = std::log(3.0), l8 = std::log(8.0);
   const double nll1 = l8 - std::log(5.0), smooth1 = l8 - (std::log(2.0) + std::log(5.0)) / 3;
-  auto plain = runAll(OpKind::SoftmaxCrossEntropy, {x, t}, {});
+  auto plain = runOpResults(OpKind::SoftmaxCrossEntropy, {x, t}, {});
   expectNear(plain.at(0), ty(DType::f64, {2}), {l3, nll1}, 1e-15);
   expectNear(plain.at(1), ty(DType::f64, {2}), {l3, l8}, 1e-15);
-  auto smoothed = runAll(OpKind::SoftmaxCrossEntropy, {x, t}, smoothing(0.1));
+  auto smoothed = runOpResults(OpKind::SoftmaxCrossEntropy, {x, t}, smoothing(0.1));
   expectNear(smoothed.at(0), ty(DType::f64, {2}), {l3, 0.9 * nll1 + 0.1 * smooth1}, 1e-15);
 }
 
 INTERP_OP_TEST(SoftmaxCrossEntropy, LargeLogitsAndF32Rounding) {
   // exp(1000) overflows a naive sum; the max shift keeps lse = 1000 + ln 2.
   Tensor x = T(DType::f32, {1, 1, 2}, {1000, 1000});
-  auto r = runAll(OpKind::SoftmaxCrossEntropy, {x, TI(DType::i32, {1, 1}, {0})}, {});
+  auto r = runOpResults(OpKind::SoftmaxCrossEntropy, {x, TI(DType::i32, {1, 1}, {0})}, {});
   expectExact(r.at(0), ty(DType::f32, {1, 1}), {roundTo(DType::f32, std::log(2.0))});
   expectExact(r.at(1), ty(DType::f32, {1, 1}), {roundTo(DType::f32, 1000 + std::log(2.0))});
 }
@@ -82,7 +68,9 @@ INTERP_OP_TEST(SoftmaxCrossEntropy, LargeLogitsAndF32Rounding) {
 INTERP_OP_TEST(SoftmaxCrossEntropy, TargetOutOfRangeNamesTheNode) {
   Tensor x = T(DType::f32, {2, 3}, {0, 1, 2, 3, 4, 5});
   for (int64_t bad : {int64_t{3}, int64_t{-1}}) {
-    std::string msg = errorOf([&] { runAll(OpKind::SoftmaxCrossEntropy, {x, TI(DType::i64, {2}, {0, bad})}, {}); });
+    std::string msg = errorOf([&] {
+      runOpResults(OpKind::SoftmaxCrossEntropy, {x, TI(DType::i64, {2}, {0, bad})}, {});
+    });
     EXPECT_NE(msg.find("softmax_cross_entropy %out"), std::string::npos) << msg;
     EXPECT_NE(msg.find(fmt::format("target {} of row 1", bad)), std::string::npos) << msg;
   }
@@ -93,16 +81,18 @@ INTERP_OP_TEST(SoftmaxCrossEntropyGrad, MatchesCentralDifferences) {
   Tensor t = TI(DType::i32, {3}, {0, 4, 2});
   Tensor dloss = T(DType::f64, {3}, {0.5, -2, 1.25});
   for (double eps : {0.0, 0.1}) {
-    Tensor lse = runAll(OpKind::SoftmaxCrossEntropy, {x, t}, smoothing(eps)).at(1);
-    Tensor d = runAll(OpKind::SoftmaxCrossEntropyGrad, {x, t, lse, dloss}, smoothing(eps)).at(0);
+    Tensor lse = runOpResults(OpKind::SoftmaxCrossEntropy, {x, t}, smoothing(eps)).at(1);
+    Tensor d =
+        runOpResults(OpKind::SoftmaxCrossEntropyGrad, {x, t, lse, dloss}, smoothing(eps)).at(0);
     Tensor want = numericGrad(x, [&](const Tensor& xx) {
-      return dot(runAll(OpKind::SoftmaxCrossEntropy, {xx, t}, smoothing(eps)).at(0), dloss);
+      return dot(runOpResults(OpKind::SoftmaxCrossEntropy, {xx, t}, smoothing(eps)).at(0), dloss);
     });
     expectNear(d, ty(DType::f64, {3, 5}), want.toDoubles(), 1e-8);
   }
   // Each row of dlogits sums to zero: softmax sums to 1, as do (1 - eps) one-hot + eps / V.
-  Tensor lse = runAll(OpKind::SoftmaxCrossEntropy, {x, t}, smoothing(0.2)).at(1);
-  Tensor d = runAll(OpKind::SoftmaxCrossEntropyGrad, {x, t, lse, dloss}, smoothing(0.2)).at(0);
+  Tensor lse = runOpResults(OpKind::SoftmaxCrossEntropy, {x, t}, smoothing(0.2)).at(1);
+  Tensor d =
+      runOpResults(OpKind::SoftmaxCrossEntropyGrad, {x, t, lse, dloss}, smoothing(0.2)).at(0);
   for (int64_t r = 0; r < 3; ++r) {
     double s = 0;
     for (int64_t c = 0; c < 5; ++c) s += d.getF(r * 5 + c);
@@ -114,7 +104,7 @@ INTERP_OP_TEST(SoftmaxCrossEntropyGrad, TargetOutOfRangeIsAnError) {
   Tensor x = T(DType::f32, {1, 2}, {0, 1});
   Tensor row = T(DType::f32, {1}, {1});
   std::string msg = errorOf([&] {
-    runAll(OpKind::SoftmaxCrossEntropyGrad, {x, TI(DType::i64, {1}, {2}), row, row}, {});
+    runOpResults(OpKind::SoftmaxCrossEntropyGrad, {x, TI(DType::i64, {1}, {2}), row, row}, {});
   });
   EXPECT_NE(msg.find("outside [0, 2)"), std::string::npos) << msg;
 }
@@ -127,9 +117,9 @@ INTERP_OP_TEST(LayerNormGrad, MatchesCentralDifferencesOfLayerNorm) {
   const double eps = 1e-3;
   AttrMap a{{"eps", eps}};
   auto objective = [&](const Tensor& xx, const Tensor& gg, const Tensor& bb) {
-    return dot(runAll(OpKind::LayerNorm, {xx, gg, bb}, a).at(0), dy);
+    return dot(runOpResults(OpKind::LayerNorm, {xx, gg, bb}, a).at(0), dy);
   };
-  auto r = runAll(OpKind::LayerNormGrad, {x, gamma, dy}, a);
+  auto r = runOpResults(OpKind::LayerNormGrad, {x, gamma, dy}, a);
   ASSERT_EQ(r.size(), 3u);
   Tensor dx = numericGrad(x, [&](const Tensor& v) { return objective(v, gamma, beta); });
   Tensor dg = numericGrad(gamma, [&](const Tensor& v) { return objective(x, v, beta); });
@@ -144,7 +134,7 @@ INTERP_OP_TEST(LayerNormGrad, ConstantRowAndF32) {
   Tensor x = T(DType::f32, {1, 4}, {3, 3, 3, 3});
   Tensor gamma = T(DType::f32, {4}, {1, 2, 3, 4});
   Tensor dy = T(DType::f32, {1, 4}, {1, 1, 1, 1});
-  auto r = runAll(OpKind::LayerNormGrad, {x, gamma, dy}, {{"eps", 0.25}});
+  auto r = runOpResults(OpKind::LayerNormGrad, {x, gamma, dy}, {{"eps", 0.25}});
   // rstd = 1 / sqrt(0.25) = 2; g = gamma, mean 2.5.
   expectExact(r[0], ty(DType::f32, {1, 4}), {-3, -1, 1, 3});
   expectExact(r[1], ty(DType::f32, {4}), {0, 0, 0, 0});
