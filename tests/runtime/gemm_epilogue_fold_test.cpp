@@ -169,6 +169,14 @@ TEST(GemmEpilogueFold, GradientSumsAndGelu) {
   }
 }
 
+// A graph around the product %p = matmul(%a, %b) : T[5,7] of the inputs %a : T[5,6] and
+// %b : T[6,7]: `before` holds the lines ahead of the product (more inputs, constants),
+// `after` its users and the return.
+std::string withProduct(const std::string& before, const std::string& after) {
+  return "graph @g {\n  %a = input() : T[5,6]\n  %b = input() : T[6,7]\n" + before +
+         "\n  %p = matmul(%a, %b) : T[5,7]\n" + after + "\n}\n";
+}
+
 // Each near-miss compiles with the same launches as with the fold off, and matches.
 void expectNoFold(const std::string& text, int kernels) {
   auto g = parse(text);
@@ -178,102 +186,62 @@ void expectNoFold(const std::string& text, int kernels) {
 
 TEST(GemmEpilogueFold, NearMissesDoNotFold) {
   // The product is also an output.
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
-    %c = input() : T[7]
-    %p = matmul(%a, %b) : T[5,7]
+  expectNoFold(withProduct("%c = input() : T[7]", R"(
     %q = add(%p, %c) : T[5,7]
-    return %p, %q
-  })", 1);
+    return %p, %q)"), 1);
   // The product has two users.
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
-    %p = matmul(%a, %b) : T[5,7]
+  expectNoFold(withProduct("", R"(
     %q = relu(%p) : T[5,7]
     %r = mul(%p, %q) : T[5,7]
-    return %r
-  })", 1);
+    return %r)"), 1);
   // A per-row vector is no bias, and the sum has another type than the product.
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
-    %c = input() : T[5,1]
-    %p = matmul(%a, %b) : T[5,7]
+  expectNoFold(withProduct("%c = input() : T[5,1]", R"(
     %q = add(%p, %c) : T[5,7]
-    return %q
-  })", 1);
+    return %q)"), 1);
   // Broadcasting the product: the result is larger than C.
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
-    %c = input() : T[2,5,7]
-    %p = matmul(%a, %b) : T[5,7]
+  expectNoFold(withProduct("%c = input() : T[2,5,7]", R"(
     %q = add(%p, %c) : T[2,5,7]
-    return %q
-  })", 1);
+    return %q)"), 1);
   // The zero is in the other branch of the where, and a non-constant factor.
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
+  expectNoFold(withProduct(R"(
     %m = input() : bool[5,7]
     %s = input() : T[5,7]
-    %zero = constant() {value=[0.0]} : T[]
-    %p = matmul(%a, %b) : T[5,7]
+    %zero = constant() {value=[0.0]} : T[])", R"(
     %q = where(%m, %zero, %p) : T[5,7]
     %r = mul(%q, %s) : T[5,7]
-    return %r
-  })", 1);
+    return %r)"), 1);
   // A dropout mask made by a kernel from philox_uniform, read only by kernels: it stays
   // inside the dropout kernel instead of being stored for the epilogue. Likewise an addend
   // only a kernel computes and reads (exp(s)).
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
+  expectNoFold(withProduct(R"(
     %seed = input() : i64[]
     %off = constant() {value=[0.0]} : i64[]
     %rand = philox_uniform(%seed, %off) : T[5,7]
     %p1 = constant() {value=[0.1]} : T[]
     %keep = ge(%rand, %p1) : bool[5,7]
-    %zero = constant() {value=[0.0]} : T[]
-    %p = matmul(%a, %b) : T[5,7]
+    %zero = constant() {value=[0.0]} : T[])", R"(
     %q = where(%keep, %p, %zero) : T[5,7]
-    return %q
-  })", 1);
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
+    return %q)"), 1);
+  expectNoFold(withProduct(R"(
     %s = input() : T[5,7]
-    %e = exp(%s) : T[5,7]
-    %p = matmul(%a, %b) : T[5,7]
+    %e = exp(%s) : T[5,7])", R"(
     %q = add(%p, %e) : T[5,7]
-    return %q
-  })", 1);
+    return %q)"), 1);
   // A non-zero else value.
-  expectNoFold(R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
+  expectNoFold(withProduct(R"(
     %m = input() : bool[5,7]
-    %one = constant() {value=[1.0]} : T[]
-    %p = matmul(%a, %b) : T[5,7]
+    %one = constant() {value=[1.0]} : T[])", R"(
     %q = where(%m, %p, %one) : T[5,7]
-    return %q
-  })", 1);
+    return %q)"), 1);
 }
 
 TEST(GemmEpilogueFold, ChainsStopWhereAValueIsNeededInMemory) {
   // The pre-activation of a GELU is read by its gradient: the bias folds, the GELU stays.
-  const char* text = R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
-    %c = input() : T[7]
-    %p = matmul(%a, %b) : T[5,7]
+  const std::string text = withProduct("%c = input() : T[7]", R"(
     %q = add(%p, %c) : T[5,7]
     %h = gelu(%q) : T[5,7]
     %d = mul(%q, %h) : T[5,7]
-    return %h, %d
-  })";
+    return %h, %d)");
   auto g = parse(text);
   auto folded = runtime::foldGemmEpilogues(*g);
   ASSERT_EQ(folded.size(), 1u);
@@ -281,15 +249,10 @@ TEST(GemmEpilogueFold, ChainsStopWhereAValueIsNeededInMemory) {
   EXPECT_TRUE(folded.begin()->second.stages.bias);
   expectMatches(*parse(text), {1, 2});
   // Stages only go forward: a bias after the activation is a kernel of its own.
-  const char* late = R"(graph @g {
-    %a = input() : T[5,6]
-    %b = input() : T[6,7]
-    %c = input() : T[7]
-    %p = matmul(%a, %b) : T[5,7]
+  const std::string late = withProduct("%c = input() : T[7]", R"(
     %h = relu(%p) : T[5,7]
     %q = add(%h, %c) : T[5,7]
-    return %q
-  })";
+    return %q)");
   auto g2 = parse(late);
   auto folded2 = runtime::foldGemmEpilogues(*g2);
   ASSERT_EQ(folded2.size(), 1u);
