@@ -22,14 +22,35 @@ namespace {
 using namespace tgc::codegen::kir;
 namespace fs = std::filesystem;
 
+// A kernel `name` over p in [0, extent) with buffer kIn (`in`, read) and buffer kOut (`out`,
+// written; `outAccess` for one it also reads), `inSize` and `outSize` elements of `dtype`.
+struct MapSpec {
+  const char* name;
+  int64_t extent;
+  DType dtype;
+  const char* in;
+  int64_t inSize;
+  const char* out;
+  int64_t outSize;
+  Access outAccess = Access::Write;
+};
+constexpr int kIn = 0, kOut = 1;
+
+Kernel mapKernel(const MapSpec& s) {
+  Kernel k;
+  k.name = s.name;
+  k.addBuffer(s.in, s.dtype, s.inSize, Access::Read);
+  k.addBuffer(s.out, s.dtype, s.outSize, s.outAccess);
+  k.parallelVar = k.addVar("p", DType::i64);
+  k.parallelExtent = s.extent;
+  return k;
+}
+
 // y[p, r, i] = exp(x[p, r, i]) * 2 over [4, 3, 64]: elementwise, one thread per element.
 Kernel rowExp() {
-  Kernel k;
-  k.name = "enc_0_exp";
-  int x = k.addBuffer("enc.0.x", DType::f32, 768, Access::Read);
-  int y = k.addBuffer("enc.0.exp", DType::f32, 768, Access::Write);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = 4;
+  Kernel k = mapKernel({.name = "enc_0_exp", .extent = 4, .dtype = DType::f32,
+                        .in = "enc.0.x", .inSize = 768, .out = "enc.0.exp", .outSize = 768});
+  const int x = kIn, y = kOut;
   int r = k.addVar("r", DType::i64);
   int i = k.addVar("i", DType::i64);
   auto idx = add(add(mul(varRef(k, k.parallelVar), 192), mul(varRef(k, r), 64)), varRef(k, i));
@@ -43,12 +64,9 @@ Kernel rowExp() {
 
 // s[p] = max over i of x[p, i] (NaN-propagating), rows of 300: a block reduction.
 Kernel rowMax() {
-  Kernel k;
-  k.name = "dec_1_softmax_max";
-  int x = k.addBuffer("x", DType::f32, 600, Access::Read);
-  int s = k.addBuffer("s", DType::f32, 2, Access::Write);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = 2;
+  Kernel k = mapKernel({.name = "dec_1_softmax_max", .extent = 2, .dtype = DType::f32,
+                        .in = "x", .inSize = 600, .out = "s", .outSize = 2});
+  const int x = kIn, s = kOut;
   int acc = k.addVar("acc", DType::f32);
   int i = k.addVar("i", DType::i64);
   auto p = varRef(k, k.parallelVar);
@@ -64,12 +82,9 @@ Kernel rowMax() {
 // A running sum written at every step (a scan): its local is neither a reduction nor
 // private, so the loop is not spread and the kernel maps one thread per iteration.
 Kernel prefixSum() {
-  Kernel k;
-  k.name = "scan";
-  int x = k.addBuffer("x", DType::f64, 64, Access::Read);
-  int y = k.addBuffer("y", DType::f64, 64, Access::Write);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = 1;
+  Kernel k = mapKernel({.name = "scan", .extent = 1, .dtype = DType::f64,
+                        .in = "x", .inSize = 64, .out = "y", .outSize = 64});
+  const int x = kIn, y = kOut;
   int run = k.addVar("run", DType::f64);
   int i = k.addVar("i", DType::i64);
   auto vi = varRef(k, i);
@@ -126,12 +141,9 @@ extern "C" __global__ void __launch_bounds__(256) enc_0_exp(
 // y = -x over 10 elements in blocks of 4 (the last one 2 long), as lowering cuts a row:
 // `if (p == 2) loop of 2 else loop of 4` flattens over 4 per block, the short one guarded.
 TEST(CudaEmitter, ShorterLastBlockFlattensWithAGuard) {
-  Kernel k;
-  k.name = "neg_blocks";
-  int x = k.addBuffer("x", DType::f32, 10, Access::Read);
-  int y = k.addBuffer("y", DType::f32, 10, Access::Write);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = 3;
+  Kernel k = mapKernel({.name = "neg_blocks", .extent = 3, .dtype = DType::f32,
+                        .in = "x", .inSize = 10, .out = "y", .outSize = 10});
+  const int x = kIn, y = kOut;
   auto p = varRef(k, k.parallelVar);
   auto block = [&](int64_t n) {
     int j = k.addVar("j", DType::i64);
@@ -239,12 +251,10 @@ extern "C" __global__ void __launch_bounds__(128) scalar_ops(
 // A buffer the kernel both stores and loads: __syncthreads() around the spread loop that
 // writes it, since other threads read what it writes.
 TEST(CudaEmitter, SyncAroundLoopsWritingWhatOthersRead) {
-  Kernel k;
-  k.name = "normalize";
-  int x = k.addBuffer("x", DType::f32, 128, Access::Read);
-  int y = k.addBuffer("y", DType::f32, 128, Access::ReadWrite);
-  k.parallelVar = k.addVar("p", DType::i64);
-  k.parallelExtent = 1;
+  Kernel k = mapKernel({.name = "normalize", .extent = 1, .dtype = DType::f32, .in = "x",
+                        .inSize = 128, .out = "y", .outSize = 128,
+                        .outAccess = Access::ReadWrite});
+  const int x = kIn, y = kOut;
   int s = k.addVar("s", DType::f32);
   int i = k.addVar("i", DType::i64);
   int j = k.addVar("j", DType::i64);
