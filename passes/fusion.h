@@ -18,9 +18,8 @@ void runForwardFusions(Graph& g);
 // fusion); TGC_FORWARD_FUSIONS=1 or =0 turns them on or off; otherwise kForwardFusionsByDefault.
 bool forwardFusionsEnabled();
 
-// Off until the CPU attention kernel propagates NaN scores like the unfused softmax (a
-// non-finite training step must still show a NaN loss) and the compiled-step tests allow for
-// its float32 rounding; then on.
-inline constexpr bool kForwardFusionsByDefault = false;
+// On: the CPU attention kernel propagates NaN scores like the unfused softmax (fc61cfd) and
+// the compiled-step tests allow for its float32 rounding (5b94b90).
+inline constexpr bool kForwardFusionsByDefault = true;
 
 }  // namespace tgc
