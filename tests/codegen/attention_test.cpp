@@ -8,7 +8,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -458,15 +457,9 @@ TEST(AttentionKernel, RejectsBf16) {
 
 // ---- against the interpreter, and through a compiled graph ---------------------------------
 
-// The interpreter's reference kernels, or nullopt while they are placeholders.
-std::optional<std::vector<Tensor>> interpret(const Graph& g, const std::map<std::string, Tensor>& in) {
-  try {
-    return Interpreter().run(g, in);
-  } catch (const IRError& e) {
-    if (std::string(e.what()).find("cannot run fused_attention") != std::string::npos)
-      return std::nullopt;
-    throw;
-  }
+// The interpreter's reference kernels (ir/interp_attention.cpp).
+std::vector<Tensor> interpret(const Graph& g, const std::map<std::string, Tensor>& in) {
+  return Interpreter().run(g, in);
 }
 
 TEST(AttentionKernel, MatchesTheInterpreter) {
@@ -484,13 +477,12 @@ TEST(AttentionKernel, MatchesTheInterpreter) {
       p.c.dtype = dt;
       build(p);
       SCOPED_TRACE(describe(p.c));
-      auto want = interpret(p.g, p.in);
-      if (!want) GTEST_SKIP() << "the interpreter cannot run fused_attention yet";
+      const std::vector<Tensor> want = interpret(p.g, p.in);
       std::vector<Tensor> fwd = runKernel(*p.fwd, forwardOperands(p), pool);
       std::vector<Tensor> bwd = runKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
       const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
       for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], (*want)[i].toDoubles(),
+        EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
                          tolerance(dt)));
     }
 }
@@ -554,14 +546,13 @@ TEST(AttentionExecutable, CompiledGraphMatchesTheInterpreter) {
   p.c.mask = MaskKind::Full;
   p.c.pDrop = 0.3;
   build(p);
-  auto want = interpret(p.g, p.in);
-  if (!want) GTEST_SKIP() << "the interpreter cannot run fused_attention yet";
+  const std::vector<Tensor> want = interpret(p.g, p.in);
   runtime::ExecOptions opts = testing::testExecOptions();
   opts.poisonFreed = true;
   opts.numThreads = 2;
   std::vector<Tensor> got = runtime::Executable::compile(p.g, opts)->run(p.in);
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), got[i], (*want)[i].toDoubles(), 2e-5));
+    EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), got[i], want[i].toDoubles(), 2e-5));
 }
 
 }  // namespace
