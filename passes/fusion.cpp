@@ -24,12 +24,10 @@ bool forwardFusionsEnabled() {
 }
 
 void runForwardFusions(Graph& g) {
-  if (envFlag("TGC_NO_FUSION").value_or(false)) return;
+  if (!forwardFusionsEnabled()) return;
   PassContext ctx;
-  if (forwardFusionsEnabled()) runFuseAttention(g, ctx);
-  // fuse-cross-entropy has none of the attention kernel's open points (NaN logits give a NaN
-  // loss; the compiled steps match the interpreter), so only TGC_FORWARD_FUSIONS=0 stops it.
-  if (envFlag("TGC_FORWARD_FUSIONS").value_or(true)) runFuseCrossEntropy(g, ctx);
+  runFuseAttention(g, ctx);
+  runFuseCrossEntropy(g, ctx);
 }
 
 }  // namespace tgc

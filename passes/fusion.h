@@ -10,16 +10,14 @@ namespace tgc {
 // fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
 // buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
 // (where a training step's forward is already differentiated it finds nothing: the
-// intermediates it would fuse are read by the backward). fuse-attention runs when
-// forwardFusionsEnabled(); fuse-cross-entropy unless TGC_NO_FUSION=1 or TGC_FORWARD_FUSIONS=0.
+// intermediates it would fuse are read by the backward). Nothing runs unless
+// forwardFusionsEnabled().
 void runForwardFusions(Graph& g);
 
 // TGC_NO_FUSION=1 turns the forward fusions off (as it turns off the runtime's kernel
 // fusion); TGC_FORWARD_FUSIONS=1 or =0 turns them on or off; otherwise kForwardFusionsByDefault.
 bool forwardFusionsEnabled();
 
-// On: the CPU attention kernel propagates NaN scores like the unfused softmax (fc61cfd) and
-// the compiled-step tests allow for its float32 rounding (5b94b90).
 inline constexpr bool kForwardFusionsByDefault = true;
 
 }  // namespace tgc
