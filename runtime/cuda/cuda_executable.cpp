@@ -131,6 +131,7 @@ struct CudaExecutable::Impl {
     TensorType type;
     int slot = -1;
     bool state = false;  // input: lives in the state allocation; output: a new.X
+    bool resident = false;  // input: read from bound DeviceTensors, never uploaded
   };
   std::vector<IO> inputs, outputs;
   struct StateCopy {
@@ -326,7 +327,8 @@ void CudaExecutable::Impl::layout(const Graph& source) {
 
 void CudaExecutable::Impl::materialize() {
   arena = DeviceBuffer(device, stats.arenaBytes, "the arena");
-  stateMem = DeviceBuffer(device, stats.stateBytes, "the training state");
+  if (!opts.sharedState)  // else bound from a DeviceTensors (bindTensors)
+    stateMem = DeviceBuffer(device, stats.stateBytes, "the training state");
   constantMem = DeviceBuffer(device, stats.constantBytes, "the constants");
   for (size_t i = 0; i < constants.size(); ++i)
     stream->upload(constantMem.ptr() + static_cast<CUdeviceptr>(slots[constantSlots[i]].offset),
@@ -416,7 +418,7 @@ std::vector<const Tensor*> CudaExecutable::Impl::gather(
   std::vector<std::string> missing;
   for (const IO& in : inputs) {
     auto it = from.find(in.name);
-    if (skipState && in.state) {
+    if ((skipState && in.state) || in.resident) {
       given.push_back(nullptr);
     } else if (it == from.end()) {
       missing.push_back("%" + in.name);
@@ -437,7 +439,8 @@ std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor
   Stream& s = *stream;
   if (opts.poisonArena) s.fill(arena.ptr(), 0xFF, arena.bytes());  // NaN in every float type
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].state) s.upload(ptr(inputs[i].slot), given[i]->data(), slots[inputs[i].slot].bytes);
+    if (!inputs[i].state && !inputs[i].resident)
+      s.upload(ptr(inputs[i].slot), given[i]->data(), slots[inputs[i].slot].bytes);
 
   std::vector<CUdeviceptr> args;
   std::vector<void*> argPtrs;
@@ -501,6 +504,8 @@ std::vector<Tensor> CudaExecutable::run(const std::map<std::string, Tensor>& inp
 
 void CudaExecutable::loadState(const ParamStore& store) {
   Impl& m = *impl_;
+  if (m.opts.sharedState)
+    throw std::logic_error("a CUDA executable with shared state is bound with bindTensors");
   std::vector<std::string> missing;
   for (const Impl::IO& in : m.inputs) {
     if (!in.state) continue;
@@ -523,7 +528,7 @@ std::map<std::string, Tensor> CudaExecutable::runStep(const std::map<std::string
   Impl& m = *impl_;
   if (!m.opts.updateInPlace)
     throw std::logic_error("runStep needs a CUDA executable compiled with updateInPlace");
-  if (!m.stateLoaded) throw std::logic_error("runStep before loadState");
+  if (!m.stateLoaded) throw std::logic_error("runStep before loadState (or bindTensors)");
   std::vector<Tensor> results = m.execute(m.gather(batch, true, "the batch"), true);
   std::map<std::string, Tensor> out;
   size_t next = 0;
@@ -534,6 +539,8 @@ std::map<std::string, Tensor> CudaExecutable::runStep(const std::map<std::string
 
 void CudaExecutable::saveState(ParamStore& store) {
   Impl& m = *impl_;
+  if (m.opts.sharedState)
+    throw std::logic_error("a CUDA executable with shared state keeps it in its DeviceTensors");
   if (!m.stateLoaded) throw std::logic_error("saveState before loadState");
   for (const Impl::IO& in : m.inputs) {
     if (!in.state) continue;
@@ -542,6 +549,35 @@ void CudaExecutable::saveState(ParamStore& store) {
     m.stream->synchronize();
     store.set(in.name, std::move(t));
   }
+}
+
+void CudaExecutable::bindTensors(const DeviceTensors& tensors) {
+  Impl& m = *impl_;
+  if (tensors.device()->info().ordinal != m.device->info().ordinal)
+    throw std::invalid_argument(fmt::format("bindTensors: the tensors are on device {}, the "
+                                            "executable on device {}",
+                                            tensors.device()->info().ordinal,
+                                            m.device->info().ordinal));
+  std::vector<std::string> missing;
+  for (const Impl::IO& in : m.inputs) {
+    if (tensors.contains(in.name)) {
+      if (tensors.type(in.name) != in.type)
+        throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but the device "
+                                                "tensors hold {}",
+                                                in.name, in.type.str(), tensors.type(in.name).str()));
+    } else if (in.state && m.opts.sharedState) {
+      missing.push_back("%" + in.name);
+    }
+  }
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("state missing from the device tensors: {}",
+                                            fmt::join(missing, ", ")));
+  for (Impl::IO& in : m.inputs) {
+    if (!tensors.contains(in.name)) continue;
+    in.resident = true;
+    m.slotPtr[static_cast<size_t>(in.slot)] = tensors.ptr(in.name);
+  }
+  if (m.opts.sharedState) m.stateLoaded = true;
 }
 
 const std::vector<std::string>& CudaExecutable::stateNames() const { return impl_->stateNames; }
@@ -566,5 +602,66 @@ std::vector<std::string> CudaExecutable::kernelSources() const {
   for (const CompiledKernel& k : impl_->kernels) out.push_back(k.cuda.source);
   return out;
 }
+
+// ---- DeviceTensors ---------------------------------------------------------------------------
+
+DeviceTensors::DeviceTensors(std::shared_ptr<Device> device)
+    : device_(std::move(device)), stream_(std::make_unique<Stream>(device_)) {}
+
+DeviceTensors::~DeviceTensors() = default;
+
+std::vector<std::string> DeviceTensors::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+const DeviceTensors::Entry& DeviceTensors::at(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw std::out_of_range(fmt::format("no device tensor '{}'", name));
+  return it->second;
+}
+
+const TensorType& DeviceTensors::type(const std::string& name) const { return at(name).type; }
+CUdeviceptr DeviceTensors::ptr(const std::string& name) const { return at(name).mem.ptr(); }
+
+int64_t DeviceTensors::bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, e] : entries_) n += e.mem.bytes();
+  return n;
+}
+
+DeviceTensors::Entry& DeviceTensors::entry(const std::string& name, const TensorType& type) {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    const auto bytes = static_cast<int64_t>(type.numel() * dtypeSize(type.dtype));
+    it = entries_.emplace(name, Entry{type, DeviceBuffer(device_, bytes, "device tensor '" + name + "'")})
+             .first;
+  } else if (it->second.type != type) {
+    throw std::invalid_argument(fmt::format("device tensor '{}' is {}, not {}", name,
+                                            it->second.type.str(), type.str()));
+  }
+  return it->second;
+}
+
+void DeviceTensors::upload(const std::string& name, const Tensor& t) {
+  Entry& e = entry(name, t.type());
+  stream_->upload(e.mem.ptr(), t.data(), e.mem.bytes());
+}
+
+void DeviceTensors::download(const std::string& name, Tensor& into) {
+  const Entry& e = at(name);
+  into = Tensor(e.type);
+  stream_->download(into.data(), e.mem.ptr(), e.mem.bytes());
+}
+
+void DeviceTensors::copy(const std::string& to, const std::string& from) {
+  const Entry& src = at(from);
+  Entry& e = entry(to, src.type);  // std::map: `src` stays valid
+  stream_->copy(e.mem.ptr(), src.mem.ptr(), e.mem.bytes());
+}
+
+void DeviceTensors::synchronize() { stream_->synchronize(); }
 
 }  // namespace tgc::runtime::cuda

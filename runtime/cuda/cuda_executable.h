@@ -20,6 +20,11 @@
 // launch) and saveState() downloads it again, so a training loop moves only batches and
 // metrics across PCIe.
 //
+// A training run with several length buckets compiles one executable per bucket over the
+// same parameters: with CudaExecOptions::sharedState the state lives in a DeviceTensors
+// (named device tensors that outlive executables) instead, bound with bindTensors(); any
+// other input found there (the parameters an averaging graph reads) is read in place too.
+//
 // Fused attention runs the FlashAttention kernels of runtime/cuda/attention_kernels.cu
 // (through cuda_library), which so far are proved only by ptxas and a CPU emulation.
 #pragma once
@@ -48,6 +53,9 @@ struct CudaExecOptions {
   bool poisonArena = false;     // TGC_POISON=1: the arena starts as NaN bytes every run
   bool useCache = true;         // NVRTC's disk cache; TGC_NO_CACHE=1: off
   bool profile = false;         // TGC_PROFILE=1: time every launch with events (profile())
+  // With updateInPlace: no state allocation of its own; the state is bound with
+  // bindTensors() before runStep (loadState/saveState refuse).
+  bool sharedState = false;
 
   static CudaExecOptions fromEnv();
 };
@@ -65,6 +73,45 @@ struct CudaExecStats {
   int64_t constantBytes = 0;
   int64_t stateBytes = 0;
   double compileSeconds = 0;
+};
+
+// Named tensors resident on one device across runs and executables (a training run's
+// parameters, optimizer moments and averages, shared by the steps of every bucket). Copies
+// run on the collection's own stream and are asynchronous: synchronize() before the host
+// memory of an upload changes or a download is read, and before an executable uses them.
+class DeviceTensors {
+ public:
+  explicit DeviceTensors(std::shared_ptr<Device> device);
+  ~DeviceTensors();
+  DeviceTensors(const DeviceTensors&) = delete;
+  DeviceTensors& operator=(const DeviceTensors&) = delete;
+
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+  std::vector<std::string> names() const;
+  // Throws std::out_of_range naming the tensor when it is not there.
+  const TensorType& type(const std::string& name) const;
+  CUdeviceptr ptr(const std::string& name) const;
+  int64_t bytes() const;  // all tensors
+
+  // Uploads `t` as `name`, allocated on first use; a later upload must keep its type.
+  void upload(const std::string& name, const Tensor& t);
+  // Downloads `name` into `into` (allocated with its type).
+  void download(const std::string& name, Tensor& into);
+  // `to` becomes a copy of `from` (allocated on first use).
+  void copy(const std::string& to, const std::string& from);
+  void synchronize();
+  const std::shared_ptr<Device>& device() const { return device_; }
+
+ private:
+  struct Entry {
+    TensorType type;
+    DeviceBuffer mem;
+  };
+  Entry& entry(const std::string& name, const TensorType& type);  // allocates when missing
+  const Entry& at(const std::string& name) const;
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<Stream> stream_;
+  std::map<std::string, Entry> entries_;
 };
 
 class CudaExecutable {
@@ -97,6 +144,12 @@ class CudaExecutable {
   void loadState(const ParamStore& store);
   std::map<std::string, Tensor> runStep(const std::map<std::string, Tensor>& batch);
   void saveState(ParamStore& store);
+
+  // Reads every input that `tensors` holds from there (no upload per run); with
+  // sharedState every state input must be there, and runStep updates it there. Throws
+  // naming the missing or mistyped tensors. `tensors` must outlive the executable's runs
+  // and live on the same device; call its synchronize() after changing it from the host.
+  void bindTensors(const DeviceTensors& tensors);
 
   const std::vector<std::string>& stateNames() const;
   const CudaExecStats& stats() const;
