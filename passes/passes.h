@@ -18,5 +18,11 @@ bool runCanonicalize(Graph& g, PassContext& ctx);
 bool runFuseAttention(Graph& g, PassContext& ctx);
 // fuse_cross_entropy.cpp: log_softmax + one-hot + label-smoothed NLL -> softmax_cross_entropy.
 bool runFuseCrossEntropy(Graph& g, PassContext& ctx);
+// fuse_ffn.cpp: the ReLU gradient of ReLU -> dropout reads the dropout's output only (after
+// autodiff; passes/fusion.h runs it with the gradient fusions).
+bool runFuseFFN(Graph& g, PassContext& ctx);
+// mixed_precision.cpp: f32 matmuls compute in bf16 (operands cast, result cast back to f32);
+// everything else stays f32. Before autodiff (buildTrainStep with Precision::bf16).
+bool runMixedPrecision(Graph& g, PassContext& ctx);
 
 }  // namespace tgc

@@ -35,6 +35,14 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "matmul -> scale -> mask -> softmax -> (dropout) -> matmul into one fused_attention "
       "(causal masks from iota become causal=true)",
       runFuseAttention);
+  add("fuse-ffn",
+      "ReLU -> dropout: the ReLU gradient tests the dropout's output D > 0 instead of the "
+      "ReLU input and the keep mask, so only D is saved (after autodiff)",
+      runFuseFFN);
+  add("mixed-precision",
+      "autocast to bf16: f32 matmuls take bf16 casts of their operands and cast the product "
+      "back to f32; every other op stays f32 (before autodiff)",
+      runMixedPrecision);
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include "ir/builder.h"
 #include "passes/autodiff.h"
 #include "passes/fusion.h"
+#include "passes/passes.h"
 
 namespace tgc {
 
@@ -22,10 +23,18 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   if (g.outputs().empty()) throw IRError("train step: the graph has no outputs (loss first)");
   if (cfg.schedule != "noam" && cfg.schedule != "constant")
     throw IRError(fmt::format("train step: unknown schedule '{}' (noam, constant)", cfg.schedule));
+  if (cfg.precision != DType::f32 && cfg.precision != DType::bf16)
+    throw IRError(fmt::format("train step: precision {} is not supported (f32, bf16)",
+                              dtypeName(cfg.precision)));
   runForwardFusions(g);  // fused forward ops differentiate into fused backward ops
+  if (cfg.precision == DType::bf16) {  // after the fusions: fused_attention stays f32
+    PassContext ctx;
+    runMixedPrecision(g, ctx);
+  }
   Value* loss = g.outputs()[0];
   std::vector<Value*> params = trainableParameters(g);
   std::vector<Value*> grads = appendGradients(g, loss, params);
+  runGradientFusions(g);  // rewrites the backward autodiff emitted (fuse-ffn)
   Builder b(g);
   DType ft = loss->type().dtype;
   auto c = [&](double v, const char* name = "c") { return b.scalar(ft, v, name); };

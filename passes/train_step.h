@@ -23,6 +23,10 @@ struct OptimizerConfig {
   int64_t d_model = 512;
   // Clip gradients to this global L2 norm; 0 turns clipping off.
   double clip_norm = 1.0;
+  // Compute precision of the matmuls (forward and backward): f32, or bf16 through the
+  // mixed-precision pass before autodiff (passes/mixed_precision.cpp). Parameters, their
+  // gradients, the optimizer state and update stay f32 either way.
+  DType precision = DType::f32;
 };
 
 // Rewrites `g`, whose outputs[0] is the scalar loss, into one training step:
@@ -31,6 +35,7 @@ struct OptimizerConfig {
 //                reused if the graph already has it);
 //   outputs:     loss, the other original outputs (metrics), grad_norm (before clipping),
 //                lr, then new.<p>, new.adam.m.<p>, new.adam.v.<p> for every parameter.
+// With cfg.precision == bf16 the mixed-precision pass runs after the forward fusions.
 // Returns the number of parameters updated.
 size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg);
 
