@@ -17,7 +17,9 @@
 #include "ir/json.h"
 #include "ir/printer.h"
 #include "passes/autodiff.h"
+#include "passes/fusion.h"
 #include "passes/pass_manager.h"
+#include "passes/passes.h"
 #include "passes/train_step.h"
 #include "codegen/cuda/cuda_batch.h"
 #include "codegen/cuda/cuda_emitter.h"
@@ -56,6 +58,7 @@ Examples:
   tgc compile models/transformer.tg --passes='fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
   tgc compile models/transformer.tg --preset tiny --graph encode --target cpu --emit=kernel
   tgc compile models/transformer.tg --preset tiny --train --target cpu --stats
+  tgc compile models/transformer.tg --preset tiny --train --precision bf16 --stats
   tgc compile models/transformer.tg --preset tiny --graph encode --target cuda --emit=cuda
 
 --target cpu compiles the graph for this CPU: every kernel is JIT-compiled through LLVM
@@ -79,6 +82,10 @@ kernels; views launch nothing). --params lists
 every parameter with its type and initializer. Imports are looked up next to the importing
 file, then in each --lib DIR, then in $TGC_LIB_PATH and the built-in models/lib.
 
+--precision bf16 runs the matmuls (forward and, with --grad/--train, backward) with bf16
+operands and f32 accumulation, after the forward fusions (passes/mixed_precision.cpp);
+parameters, gradients, the optimizer and every other op stay f32.
+
 Exit status: 0 on success; 1 with every diagnostic on stderr ("file:line:col: error: ...").
 )";
 
@@ -100,6 +107,16 @@ void writeOut(const std::string& path, const std::string& text) {
   if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
 }
 
+// --precision bf16 on a graph that is not a training step (buildTrainStep does the same):
+// the forward fusions first, as the executable would run them, then the mixed-precision pass,
+// so attention stays one f32 fused_attention and the matmuls around it go bf16.
+void applyPrecision(Graph& g, DType precision) {
+  if (precision == DType::f32) return;
+  runForwardFusions(g);
+  PassContext ctx;
+  runMixedPrecision(g, ctx);
+}
+
 // --grad / --train: the loss becomes outputs[0] (the other outputs follow as metrics), then
 // the gradients, or the whole training step, are appended as ordinary IR.
 void addBackward(CompiledModel& m, const CompileOptions& o) {
@@ -118,6 +135,7 @@ void addBackward(CompiledModel& m, const CompileOptions& o) {
     buildTrainStep(g, cfg);
     return;
   }
+  applyPrecision(g, o.optim.precision);
   for (Value* gr : appendGradients(g, outs[0], trainableParameters(g))) outs.push_back(gr);
   g.setOutputs(outs);
 }
@@ -243,6 +261,7 @@ void runCompile(const CompileOptions& o) {
     return;
   }
   if (o.grad || o.train) addBackward(m, o);
+  else applyPrecision(*m.graph, o.optim.precision);
   if (pm) {
     PassContext ctx;
     pm->run(*m.graph, ctx);
@@ -333,6 +352,7 @@ void registerCompile(CLI::App& app) {
                   "With --train: clip gradients to this global L2 norm (0: off)");
   cmd->add_option("--weight-decay", o->optim.weight_decay,
                   "With --train: decoupled weight decay (AdamW)");
+  addPrecisionOption(cmd, o->optim.precision);
   cmd->add_option("-p,--passes", o->passes,
                   "Pass pipeline to run on the lowered graph (see tgc opt --help)");
   cmd->add_flag("--print-after-all", o->pm.print_after_all, "Print the IR after every pass run");

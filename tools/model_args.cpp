@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
 
 namespace tgc::cli {
@@ -33,6 +34,15 @@ void addModelArgs(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("--lib", a.libs, "Extra folder searched for imports (repeatable)")
       ->option_text("DIR")
       ->allow_extra_args(false);
+}
+
+void addPrecisionOption(CLI::App* cmd, DType& dtype) {
+  cmd->add_option("--precision", dtype,
+                  "Matmul precision: fp32 (default) or bf16 (bf16 operands, f32 accumulation; "
+                  "f32 master weights, optimizer and every other op)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, DType>{{"fp32", DType::f32}, {"bf16", DType::bf16}}))
+      ->option_text("fp32|bf16");
 }
 
 ModelOptions toModelOptions(const ModelArgs& a) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "frontend/frontend.h"
+#include "ir/dtype.h"
 
 namespace tgc::cli {
 
@@ -20,6 +21,9 @@ struct ModelArgs {
 
 // Adds MODEL (positional, required) and the model options to `cmd`.
 void addModelArgs(CLI::App* cmd, ModelArgs& a);
+// Adds --precision fp32|bf16 (matmul compute precision, passes/mixed_precision.cpp) to `cmd`,
+// stored in `dtype` as f32 or bf16.
+void addPrecisionOption(CLI::App* cmd, DType& dtype);
 // Checks NAME=VALUE forms and integers; throws std::invalid_argument with the flag named.
 ModelOptions toModelOptions(const ModelArgs& a);
 
