@@ -30,4 +30,11 @@ void runForwardFusions(Graph& g) {
   runFuseCrossEntropy(g, ctx);
 }
 
+void runGradientFusions(Graph& g) {
+  if (envFlag("TGC_NO_FUSION").value_or(false) || envFlag("TGC_NO_FUSE_FFN").value_or(false))
+    return;
+  PassContext ctx;
+  runFuseFFN(g, ctx);
+}
+
 }  // namespace tgc

@@ -1,5 +1,6 @@
 // The graph fusions that run before autodiff: each rewrites ordinary ops into a fused op of
 // ir/ops.def whose gradient rule emits a fused backward op, so the backward graph is fused too.
+// The gradient fusions run after it, on the joint graph, and rewrite what autodiff emitted.
 #pragma once
 
 #include "ir/graph.h"
@@ -19,5 +20,9 @@ void runForwardFusions(Graph& g);
 bool forwardFusionsEnabled();
 
 inline constexpr bool kForwardFusionsByDefault = true;
+
+// Runs the gradient fusions: fuse-ffn (passes/fuse_ffn.cpp). buildTrainStep calls it right
+// after autodiff. Off with TGC_NO_FUSION=1 or TGC_NO_FUSE_FFN=1.
+void runGradientFusions(Graph& g);
 
 }  // namespace tgc
