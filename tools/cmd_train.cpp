@@ -1,4 +1,5 @@
-// `tgc train`: trains a model file's `train` graph, compiled for the CPU, on the built-in
+// `tgc train`: trains a model file's `train` graph, compiled for the CPU or a CUDA GPU
+// (--target), on the built-in
 // numerals task or a parallel corpus; checkpoints, validation, a loss curve, and at the end
 // the score on held-out data with a few sample translations.
 #include <fmt/format.h>
@@ -94,6 +95,7 @@ Examples:
   tgc train models/transformer.tg --preset tiny
   tgc train models/transformer.tg --preset tiny --steps 2000 --out runs/numerals
   tgc train --resume runs/numerals --steps 4000
+  tgc train models/transformer.tg --preset base --data cmn.txt --target cuda --batch 64
   tgc train models/transformer.tg --preset small --data cmn.txt --minutes 30
   tgc translate --checkpoint runs/numerals 三千零五
 
@@ -150,16 +152,10 @@ void printSummary(train::Trainer& t, const train::TrainResult& r, const train::E
 }
 
 int runTrain(TrainArgs& a) {
-  if (a.target == "cuda") {
-    // Without a driver or a device this stops with "no CUDA device: ..." before anything
-    // is read or written.
-    const auto device = runtime::cuda::Device::open();
-    throw std::runtime_error(fmt::format(
-        "--target cuda: {} ({}) is there, but the training loop (runtime/train) runs on the "
-        "CPU only so far; a compiled training step runs on the GPU with `tgc compile --train` "
-        "and `tgc run --backend cuda`",
-        device->info().name, device->info().arch()));
-  }
+  // Without a driver or a device this stops with "no CUDA device: ..." before anything is
+  // read or written.
+  if (a.target == "cuda") runtime::cuda::Device::open();
+  const train::Target target = a.target == "cuda" ? train::Target::cuda : train::Target::cpu;
   if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
   runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
   if (a.noCache) exec.useCache = false;
@@ -169,7 +165,7 @@ int runTrain(TrainArgs& a) {
   if (!a.resume.empty()) {
     if (!a.model.model.empty())
       throw std::invalid_argument("--resume takes the model from the checkpoint: give no MODEL");
-    trainer = train::Trainer::resume(a.resume, a.out, exec, &std::cerr);
+    trainer = train::Trainer::resume(a.resume, a.out, exec, &std::cerr, target);
     builtin = !trainer->data().test.empty();
   } else {
     if (a.model.model.empty()) throw std::invalid_argument("give a MODEL file (or --resume DIR)");
@@ -218,7 +214,7 @@ int runTrain(TrainArgs& a) {
     std::cerr << fmt::format("training {} ({}) on the {} into {}\n", a.model.model,
                              m.preset.empty() ? "default config" : "preset " + m.preset,
                              d.describe(), out);
-    trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr);
+    trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr, target);
   }
   trainer->setTty(isatty(STDERR_FILENO));
   if (!a.exportData.empty()) {
@@ -279,7 +275,7 @@ int runTrain(TrainArgs& a) {
 void registerTrain(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "train", "Train a model on the built-in numerals task or a parallel corpus (CPU)");
+      "train", "Train a model on the built-in numerals task or a parallel corpus (CPU or CUDA GPU)");
   cmd->footer(kFooter);
   cmd->add_option("MODEL", a->model.model, "Model file in the tgc model language (.tg)");
   cmd->add_option("--preset", a->model.preset, "Named preset of the model's config (tiny, small, base)")
@@ -362,7 +358,9 @@ void registerTrain(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->noCache, "Compile every kernel, bypassing the kernel cache");
   cmd->add_option("--target", a->target,
-                  "cpu, or cuda (the first NVIDIA GPU; without one: 'no CUDA device' and exit 1)")
+                  "Where training steps run: cpu, or cuda (the first NVIDIA GPU; parameters and "
+                  "optimizer state stay on it; validation and translation decode on the CPU; "
+                  "without a GPU: 'no CUDA device' and exit 1)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--export-data", a->exportData,

@@ -149,12 +149,13 @@ size_t guardNonFinite(Graph& g) {
 // ---- construction --------------------------------------------------------------------------
 
 Trainer::Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
-                 runtime::ExecOptions exec, std::ostream* log)
+                 runtime::ExecOptions exec, std::ostream* log, Target target)
     : Trainer(std::move(model), std::move(data), std::move(config), std::move(outDir), exec, log,
-              nullptr) {}
+              nullptr, target) {}
 
 Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::string outDir,
-                 runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from)
+                 runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from,
+                 Target target)
     : model_(std::move(model)),
       dataSpec_(std::move(dataSpec)),
       config_(std::move(config)),
@@ -165,6 +166,8 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
   if (config_.batchSize < 1) throw std::invalid_argument("the batch size must be at least 1");
   if (config_.buckets < 1) throw std::invalid_argument("there must be at least one bucket");
   exec_.updateInPlace = true;
+  backend_ = makeStepBackend(target, exec_);  // no device: throws before anything is written
+  if (target != Target::cpu) onTarget_ = " on " + backend_->describe();
   fs::create_directories(checkpointDir(outDir_));
   if (!from && !listCheckpoints(outDir_).empty())
     throw std::runtime_error(fmt::format(
@@ -194,13 +197,13 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
   batcher_ = std::make_unique<data::Batcher>(data::encodeSplit(data_, data_.train), bo);
   for (const auto& p : data_.train)
     maxTargetTokens_ = std::max<int64_t>(maxTargetTokens_, static_cast<int64_t>(p.tgt.size()));
-  steps_.resize(batcher_->buckets().size());
+  steps_.assign(batcher_->buckets().size(), -1);
   std::string shapes;
   for (const auto& b : batcher_->buckets()) shapes += fmt::format(" {}x{}", b.srcLen, b.tgtLen);
   say(fmt::format("batches: {} sentences, buckets (S x T):{}", config_.batchSize, shapes));
 
   if (from) {
-    store_ = runtime::ParamStore(from->tensors);
+    backend_->editState() = runtime::ParamStore(from->tensors);
     stepCount_ = from->step;
     updates_ = from->updates;
     skipped_ = from->skipped;
@@ -212,7 +215,8 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
 }
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& checkpoint, std::string outDir,
-                                         runtime::ExecOptions exec, std::ostream* log) {
+                                         runtime::ExecOptions exec, std::ostream* log,
+                                         Target target) {
   std::string used;
   Checkpoint c = loadLatestCheckpoint(checkpoint, &used);
   if (outDir.empty()) outDir = runDirOf(used);
@@ -220,7 +224,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& checkpoint, std::str
   return std::unique_ptr<Trainer>(new Trainer(ModelSpec::fromJson(c.model),
                                               DataSpec::fromJson(c.data),
                                               TrainConfig::fromJson(c.options), outDir, exec, log,
-                                              &c));
+                                              &c, target));
 }
 
 Trainer::~Trainer() = default;
@@ -234,9 +238,9 @@ void Trainer::say(const std::string& line) {
 
 // ---- compiled graphs ----------------------------------------------------------------------
 
-runtime::Executable& Trainer::stepFor(int bucket) {
-  auto& slot = steps_[static_cast<size_t>(bucket)];
-  if (slot) return *slot;
+int Trainer::stepFor(int bucket) {
+  int& slot = steps_[static_cast<size_t>(bucket)];
+  if (slot >= 0) return slot;
   const auto t0 = Clock::now();
   const data::BucketShape& shape = batcher_->buckets()[static_cast<size_t>(bucket)];
   CompiledModel m = compileModelFile(
@@ -248,17 +252,27 @@ runtime::Executable& Trainer::stepFor(int bucket) {
   opt.d_model = configInt(m, "d_model");
   buildTrainStep(*m.graph, opt);
   guardNonFinite(*m.graph);
-  if (store_.tensors().empty()) store_ = runtime::ParamStore(initParams(m.params, config_.seed));
   paramNames_.clear();
   for (const ParamInit& p : m.params) paramNames_.push_back(p.name);
-  store_.addZeroState(*m.graph);
-  slot = runtime::Executable::compile(*m.graph, exec_);
+  // The host store is edited (and on a device uploaded again) only when state is missing:
+  // the first bucket's parameters and moments.
+  bool missing = paramNames_.empty() || !backend_->holds(paramNames_.front());
+  for (const Node* in : m.graph->inputs())
+    missing = missing || (in->attrString("role") == "state" && !backend_->holds(in->result()->name()));
+  if (missing) {
+    runtime::ParamStore& store = backend_->editState();
+    if (store.tensors().empty()) store = runtime::ParamStore(initParams(m.params, config_.seed));
+    store.addZeroState(*m.graph);
+  }
+  slot = backend_->compile(*m.graph);
   const double s = since(t0);
   compileSeconds_ += s;
-  say(fmt::format("compiled the training step for {}x{} in {:.1f} s ({} kernels, {} from the cache)",
-                  shape.srcLen, shape.tgtLen, s, slot->stats().distinctKernels,
-                  slot->stats().cacheHits));
-  return *slot;
+  const CompiledStepInfo info = backend_->info(slot);
+  say(fmt::format("compiled the training step for {}x{}{} in {:.1f} s ({} kernels, {} from the cache)",
+                  shape.srcLen, shape.tgtLen,
+                  onTarget_, s, info.distinctKernels,
+                  info.cacheHits));
+  return slot;
 }
 
 runtime::Executable& Trainer::lossExecutable(const data::BucketShape& shape) {
@@ -286,8 +300,8 @@ DecodeOptions Trainer::decodeOptions() const {
   return d;
 }
 
-std::map<std::string, Tensor> Trainer::parameters() const {
-  return evaluationParameters(store_.tensors());
+std::map<std::string, Tensor> Trainer::parameters() {
+  return evaluationParameters(backend_->state().tensors());
 }
 
 void Trainer::updateAverages() {
@@ -296,15 +310,7 @@ void Trainer::updateAverages() {
   // early averages do not drag the initial parameters along.
   const double u = static_cast<double>(updates_);
   const auto d = static_cast<float>(std::min(config_.ema, (1 + u) / (10 + u)));
-  for (const std::string& name : paramNames_) {
-    const Tensor& p = store_.at(name);
-    if (p.dtype() != DType::f32) continue;
-    const std::string key = "ema." + name;
-    if (!store_.contains(key)) store_.set(key, p);
-    float* e = store_.at(key).as<float>();
-    const float* x = p.as<float>();
-    for (int64_t i = 0; i < p.numel(); ++i) e[i] = d * e[i] + (1 - d) * x[i];
-  }
+  backend_->updateAverages(paramNames_, d);
 }
 
 Translator& Trainer::translator() {
@@ -336,7 +342,7 @@ HistoryRow Trainer::step() {
     epochPlanned_ = epoch;
   }
   const data::BatchPlan& plan = epochPlan_[static_cast<size_t>(stepCount_ % perEpoch)];
-  runtime::Executable& exe = stepFor(plan.bucket);
+  const int exe = stepFor(plan.bucket);
   const data::Batch batch = batcher_->makeBatch(plan);
 
   std::map<std::string, Tensor> in;
@@ -346,7 +352,7 @@ HistoryRow Trainer::step() {
   in.emplace("seed", scalarI64(static_cast<int64_t>(config_.seed)));
   in.emplace("step", scalarI64(updates_ + 1));
   const auto t0 = Clock::now();
-  auto out = exe.runStep(store_, in);
+  auto out = backend_->run(exe, in);
   const double took = since(t0);
   stepSeconds_ += took;
   stepSecondsThisRun_ += took;
@@ -425,7 +431,7 @@ ValidRow Trainer::validate() {
 
 std::string Trainer::saveCheckpoint() {
   Checkpoint c;
-  c.tensors = store_.tensors();
+  c.tensors = backend_->state().tensors();
   c.step = stepCount_;
   c.updates = updates_;
   c.skipped = skipped_;

@@ -1,9 +1,14 @@
 // The training loop: the model's compiled training step per length bucket, the data in
 // seeded order, validation, checkpoints, and resuming bit-exactly.
 //
-// Each bucket (S, T) of the batcher gets its own Executable of the `train` graph with the
-// AdamW step appended (passes/train_step.h), compiled when its first batch comes; parameters
-// and optimizer moments live in one ParamStore and are updated in place. Every state update
+// Each bucket (S, T) of the batcher gets its own compiled `train` graph with the AdamW step
+// appended (passes/train_step.h), compiled when its first batch comes by the step backend
+// of the run's target (step_backend.h): on the CPU the parameters, optimizer moments and
+// averages live in one ParamStore updated in place; on a CUDA GPU they stay on the device
+// and only batches and scalars cross PCIe. Validation (loss and greedy decoding) and
+// translation run on the CPU with the state fetched from the backend: decoding is many
+// small latency-bound runs whose key/value caches the host reorders (beam search), and a
+// validation every few hundred steps is a small share of a run. Every state update
 // is guarded: new.X = finite ? X' : X, where `finite` says the loss and the gradient norm
 // are finite, so a non-finite step changes nothing; it is counted, and training stops after
 // `maxBadSteps` of them in a row.
@@ -30,6 +35,7 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/evaluate.h"
 #include "runtime/train/spec.h"
+#include "runtime/train/step_backend.h"
 #include "runtime/train/translator.h"
 
 namespace tgc::train {
@@ -80,13 +86,16 @@ struct TrainResult {
 class Trainer {
  public:
   // A new run in `outDir` (created). `model.sets` without the vocabulary sizes.
+  // `target`: where training steps run (Target::cuda: the first GPU; without one this
+  // throws runtime::cuda::NoDeviceError before anything is read or written).
   Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
-          runtime::ExecOptions exec = runtime::ExecOptions::fromEnv(), std::ostream* log = nullptr);
+          runtime::ExecOptions exec = runtime::ExecOptions::fromEnv(), std::ostream* log = nullptr,
+          Target target = Target::cpu);
   // Continues the run of a checkpoint (file, or run directory: its newest checkpoint),
   // writing into `outDir` (empty: the checkpoint's run directory).
   static std::unique_ptr<Trainer> resume(const std::string& checkpoint, std::string outDir,
                                          runtime::ExecOptions exec = runtime::ExecOptions::fromEnv(),
-                                         std::ostream* log = nullptr);
+                                         std::ostream* log = nullptr, Target target = Target::cpu);
   ~Trainer();
 
   // Trains until `rule` or `stop` says so, then writes a checkpoint and the reports.
@@ -105,7 +114,11 @@ class Trainer {
   const ModelSpec& model() const { return modelWithVocab_; }  // vocabulary sizes included
   const TrainConfig& config() const { return config_; }
   const std::string& outDir() const { return outDir_; }
-  runtime::ParamStore& store() { return store_; }
+  // The training state on the host (fetched from the device on a GPU target). store() is
+  // for changing it: the change reaches the next step wherever it runs.
+  const runtime::ParamStore& state() { return backend_->state(); }
+  runtime::ParamStore& store() { return backend_->editState(); }
+  StepBackend& backend() { return *backend_; }
   const std::vector<HistoryRow>& history() const { return history_; }
   const std::vector<ValidRow>& validHistory() const { return valid_; }
   int64_t stepCount() const { return stepCount_; }
@@ -113,14 +126,14 @@ class Trainer {
   int64_t skipped() const { return skipped_; }
   // A translator with the current parameters.
   Translator& translator();
-  std::map<std::string, Tensor> parameters() const;
+  std::map<std::string, Tensor> parameters();
   // Greedy decoding as validation does it (batch, length cap from the training data).
   DecodeOptions decodeOptions() const;
 
  private:
   Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
-          runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from);
-  runtime::Executable& stepFor(int bucket);
+          runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from, Target target);
+  int stepFor(int bucket);  // the bucket's step handle in backend_
   void updateAverages();
   runtime::Executable& lossExecutable(const data::BucketShape& shape);
   void say(const std::string& line);
@@ -136,11 +149,12 @@ class Trainer {
 
   data::TranslationData data_;
   std::unique_ptr<data::Batcher> batcher_;
-  std::vector<std::unique_ptr<runtime::Executable>> steps_;  // per bucket
+  std::unique_ptr<StepBackend> backend_;  // the training state and the compiled steps
+  std::vector<int> steps_;  // per bucket: its handle in backend_, -1 before it is compiled
+  std::string onTarget_;    // " on <device>" in messages, empty on the CPU
   std::unique_ptr<runtime::Executable> lossExe_;
   std::unique_ptr<data::Batcher> validBatcher_;
   std::unique_ptr<Translator> translator_;
-  runtime::ParamStore store_;
   std::vector<std::string> paramNames_;
 
   int64_t maxTargetTokens_ = 0;
