@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "codegen/gemm.h"
+#include "codegen/gemm_bf16.h"
 #include "codegen/jit.h"
 #include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
@@ -174,11 +175,12 @@ bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
   return loadsOfR == atWriteIndex;
 }
 
-// The matmul's GEMM (runtime/matmul_gemm.h), after the CPU backend's dtype check.
+// The matmul's GEMM (runtime/matmul_gemm.h), after the CPU backend's dtype check. bf16 runs
+// through the f32 engine (codegen/gemm_bf16.h).
 codegen::GemmDesc gemmDescFor(const Node& n) {
   const DType dtype = n.result()->type().dtype;
-  if (dtype != DType::f32 && dtype != DType::f64)
-    throw IRError(fmt::format("{}: the CPU backend multiplies f32 and f64 matrices only, not {}",
+  if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::bf16)
+    throw IRError(fmt::format("{}: the CPU backend multiplies f32, f64 and bf16 matrices only, not {}",
                               describeNode(n), dtypeName(dtype)));
   return matmulGemmDesc<codegen::GemmDesc>(n);
 }
@@ -388,8 +390,9 @@ void Executable::Impl::build(const Graph& source) {
         l.name = "gemm:" + n.result()->name();
         l.gemm = gemmDescFor(n);
         l.gemmZeroK = l.gemm.k == 0;
-        if (!l.gemmZeroK) l.gemm.validate();
-        gemmTypes.insert(l.gemm.dtype);
+        const bool bf16 = l.gemm.dtype == DType::bf16;
+        if (!l.gemmZeroK) bf16 ? codegen::validateGemmBf16(l.gemm) : l.gemm.validate();
+        gemmTypes.insert(bf16 ? DType::f32 : l.gemm.dtype);
         l.slots = {slotOf.at(n.operand(0)), slotOf.at(n.operand(1)), -1};
         use(l.slots[0], launch);
         use(l.slots[1], launch);
@@ -661,6 +664,8 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
       l.library(l.ptrs.data(), l.ptrs.data() + l.libraryOperands, *pool);
     } else if (l.gemmZeroK) {
       std::memset(l.ptrs[2], 0, static_cast<size_t>(slot(l.slots[2]).bytes));
+    } else if (slot(l.slots[2]).bytes > 0 && l.gemm.dtype == DType::bf16) {
+      codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
     } else if (slot(l.slots[2]).bytes > 0) {
       codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool,
                     epilogueOperands(l.gemm.epilogue, l.ptrs.data() + 3));

@@ -1,0 +1,203 @@
+#include "codegen/gemm_bf16.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+
+namespace tgc::codegen {
+namespace {
+
+// A batch is widened whole when each operand's span is at most this many elements (16 MiB
+// of f32); larger products go tile by tile.
+constexpr int64_t kWholeBatchElems = int64_t{1} << 22;
+// Conversions below this many elements run on the calling thread; above it each thread's
+// chunk gets at least this many.
+constexpr int64_t kConvertGrain = int64_t{1} << 14;
+
+inline float widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+// Round to nearest even, NaN kept quiet: ir/dtype.cpp's floatToBF16, inline for the loops.
+inline uint16_t narrow(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+// dst[r * dstLd + c] = f(src[r * ld + c]) for the rows x cols block, rows split over threads.
+template <class From, class To, class F>
+void convertBlock(const From* src, int64_t ld, int64_t rows, int64_t cols, To* dst,
+                  int64_t dstLd, F f, ThreadPool& pool) {
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const From* s = src + r * ld;
+      To* d = dst + r * dstLd;
+      for (int64_t c = 0; c < cols; ++c) d[c] = f(s[c]);
+    }
+  };
+  if (rows * cols <= kConvertGrain) return body(0, rows);
+  pool.parallelFor(rows, body, std::max<int64_t>(1, kConvertGrain / std::max<int64_t>(1, cols)));
+}
+
+// A flat run of n elements, as a block of rows of kConvertGrain so it splits over threads.
+template <class From, class To, class F>
+void convertFlat(const From* src, int64_t n, To* dst, F f, ThreadPool& pool) {
+  const int64_t full = n / kConvertGrain, tail = n - full * kConvertGrain;
+  convertBlock(src, kConvertGrain, full, kConvertGrain, dst, kConvertGrain, f, pool);
+  convertBlock(src + full * kConvertGrain, 0, tail > 0 ? 1 : 0, tail, dst + full * kConvertGrain,
+               0, f, pool);
+}
+
+// Calls fn(item, offA, offB, offC) for every batch item, in order.
+template <class F>
+void forEachItem(const GemmDesc& d, F fn) {
+  const int64_t count = d.batchCount();
+  std::vector<int64_t> idx(d.batch.size(), 0);
+  for (int64_t item = 0; item < count; ++item) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      oa += idx[i] * d.strideA[i];
+      ob += idx[i] * d.strideB[i];
+      oc += idx[i] * d.strideC[i];
+    }
+    fn(item, oa, ob, oc);
+    for (size_t i = idx.size(); i-- > 0;) {  // odometer, innermost dimension fastest
+      if (++idx[i] < d.batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
+// Elements from an operand's first to its last stored element, over the whole batch.
+int64_t span(int64_t rows, int64_t cols, int64_t ld, const std::vector<int64_t>& batch,
+             const std::vector<int64_t>& strides) {
+  if (rows == 0 || cols == 0) return 0;
+  int64_t s = (rows - 1) * ld + cols;
+  for (size_t i = 0; i < batch.size(); ++i) s += (batch[i] - 1) * strides[i];
+  return s;
+}
+
+std::vector<float>& scratch(size_t elems) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < elems) buf.resize(elems);
+  return buf;
+}
+
+class Bf16Gemm {
+ public:
+  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c, ThreadPool& pool)
+      : d_(d), a_(a), b_(b), c_(c), pool_(pool), engine_(GemmEngine::host(DType::f32)) {}
+
+  void run() {
+    if (d_.m == 0 || d_.n == 0 || d_.batchCount() == 0) return;
+    const int64_t aSpan = span(d_.transA ? d_.k : d_.m, d_.transA ? d_.m : d_.k, d_.lda, d_.batch, d_.strideA);
+    const int64_t bSpan = span(d_.transB ? d_.n : d_.k, d_.transB ? d_.k : d_.n, d_.ldb, d_.batch, d_.strideB);
+    const int64_t cSpan = span(d_.m, d_.n, d_.ldc, d_.batch, d_.strideC);
+    if (d_.k == 0) return scaleOnly();
+    if (d_.batchCount() > 1 && std::max({aSpan, bSpan, cSpan}) <= kWholeBatchElems)
+      return whole(aSpan, bSpan, cSpan);
+    forEachItem(d_, [&](int64_t item, int64_t oa, int64_t ob, int64_t oc) { tiled(item, oa, ob, oc); });
+  }
+
+ private:
+  // An empty contraction: C = beta * C.
+  void scaleOnly() {
+    forEachItem(d_, [&](int64_t, int64_t, int64_t, int64_t oc) {
+      convertBlock(c_ + oc, d_.ldc, d_.m, d_.n, c_ + oc, d_.ldc,
+                   [&](uint16_t h) { return narrow(d_.beta == 0 ? 0.0f : static_cast<float>(d_.beta * widen(h))); },
+                   pool_);
+    });
+  }
+
+  // The whole batch widened at once and run as one batched f32 GEMM with the same layout.
+  void whole(int64_t aSpan, int64_t bSpan, int64_t cSpan) {
+    std::vector<float>& buf = scratch(static_cast<size_t>(aSpan + bSpan + cSpan));
+    float* as = buf.data();
+    float* bs = as + aSpan;
+    float* cs = bs + bSpan;
+    convertFlat(a_, aSpan, as, widen, pool_);
+    convertFlat(b_, bSpan, bs, widen, pool_);
+    if (d_.beta != 0) convertFlat(c_, cSpan, cs, widen, pool_);
+    GemmDesc f = d_;
+    f.dtype = DType::f32;
+    engine_.run(f, as, bs, cs, &pool_);
+    forEachItem(d_, [&](int64_t, int64_t, int64_t, int64_t oc) {
+      convertBlock(cs + oc, d_.ldc, d_.m, d_.n, c_ + oc, d_.ldc, narrow, pool_);
+    });
+  }
+
+  // One product, C tile by tile, K block by block.
+  void tiled(int64_t item, int64_t oa, int64_t ob, int64_t oc) {
+    const int64_t tr = std::min(d_.m, kBf16TileRows), tc = std::min(d_.n, kBf16TileCols),
+                  tk = std::min(d_.k, kBf16TileK);
+    std::vector<float>& buf = scratch(static_cast<size_t>(tr * tk + tk * tc + tr * tc));
+    float* as = buf.data();
+    float* bs = as + tr * tk;
+    float* cs = bs + tk * tc;
+    for (int64_t r0 = 0; r0 < d_.m; r0 += tr) {
+      const int64_t mb = std::min(tr, d_.m - r0);
+      for (int64_t c0 = 0; c0 < d_.n; c0 += tc) {
+        const int64_t nb = std::min(tc, d_.n - c0);
+        uint16_t* cTile = c_ + oc + r0 * d_.ldc + c0;
+        if (d_.beta != 0) convertBlock(cTile, d_.ldc, mb, nb, cs, nb, widen, pool_);
+        for (int64_t k0 = 0; k0 < d_.k; k0 += tk) {
+          const int64_t kb = std::min(tk, d_.k - k0);
+          GemmDesc f = GemmDesc::contiguous(DType::f32, mb, nb, kb, d_.transA, d_.transB);
+          f.alpha = d_.alpha;
+          f.beta = k0 == 0 ? d_.beta : 1.0;
+          // The stored blocks of A and B, widened unless the scratch holds them already.
+          if (Key ka{item, r0, k0}; ka != aKey_) {
+            if (d_.transA) convertBlock(a_ + oa + k0 * d_.lda + r0, d_.lda, kb, mb, as, mb, widen, pool_);
+            else convertBlock(a_ + oa + r0 * d_.lda + k0, d_.lda, mb, kb, as, kb, widen, pool_);
+            aKey_ = ka;
+          }
+          if (Key kb2{item, c0, k0}; kb2 != bKey_) {
+            if (d_.transB) convertBlock(b_ + ob + c0 * d_.ldb + k0, d_.ldb, nb, kb, bs, kb, widen, pool_);
+            else convertBlock(b_ + ob + k0 * d_.ldb + c0, d_.ldb, kb, nb, bs, nb, widen, pool_);
+            bKey_ = kb2;
+          }
+          engine_.run(f, as, bs, cs, &pool_);
+        }
+        convertBlock(cs, nb, mb, nb, cTile, d_.ldc, narrow, pool_);
+      }
+    }
+  }
+
+  struct Key {
+    int64_t item = -1, outer = -1, k0 = -1;
+    bool operator==(const Key&) const = default;
+  };
+
+  const GemmDesc& d_;
+  const uint16_t* a_;
+  const uint16_t* b_;
+  uint16_t* c_;
+  ThreadPool& pool_;
+  const GemmEngine& engine_;
+  Key aKey_, bKey_;  // which block of A and of B the scratch holds
+};
+
+}  // namespace
+
+void validateGemmBf16(const GemmDesc& desc) {
+  if (desc.dtype != DType::bf16)
+    throw std::invalid_argument("gemm bf16: dtype " + std::string(dtypeName(desc.dtype)) +
+                                " is not bf16");
+  if (!desc.epilogue.empty())
+    throw std::invalid_argument("gemm bf16: epilogues are not supported (f32 and f64 only)");
+  GemmDesc f = desc;
+  f.dtype = DType::f32;
+  f.validate();
+}
+
+void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool) {
+  validateGemmBf16(desc);
+  Bf16Gemm(desc, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+           static_cast<uint16_t*>(c), pool ? *pool : ThreadPool::global())
+      .run();
+}
+
+}  // namespace tgc::codegen

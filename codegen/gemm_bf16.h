@@ -1,0 +1,39 @@
+// bf16 GEMM on a CPU without bf16 arithmetic (this project's AVX2 hosts: no AVX512-BF16).
+//
+// bf16 is a storage format there: the operands are widened to f32 (exact: a bf16 is the top
+// half of an f32) in blocks, the f32 GEMM engine (codegen/gemm.h) multiplies the blocks with
+// f32 accumulation, and C is rounded to bf16 (nearest even) once, after the whole sum over K.
+// So the result is the exact product of the bf16 operands summed in f32 and rounded once:
+// what a tensor core's bf16 mma with f32 accumulation computes, and within one bf16 rounding
+// of the interpreter (which sums in double).
+//
+// Blocking keeps the f32 copies small instead of widening whole tensors: C in tiles of at most
+// kTileRows x kTileCols, K in blocks of kTileK (C's f32 tile accumulates across them with
+// beta = 1); a block already widened (A when C has one column tile and K one block) is reused.
+// A batch of small products (attention's per-head matmuls) is widened whole and run as one
+// batched f32 GEMM, so the engine hands out the items to threads as it does for f32.
+// The f32 copies live in a per-thread scratch buffer that grows to the largest call and is
+// reused (outside the executable's arena).
+//
+// No epilogue (runtime/gemm_epilogue folds f32/f64 only); alpha and beta work as in GemmDesc.
+// On a host with AVX512-BF16 a native kernel would go here; there is none in this project.
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/gemm.h"
+
+namespace tgc::codegen {
+
+inline constexpr int64_t kBf16TileRows = 1024, kBf16TileCols = 1024, kBf16TileK = 2048;
+
+// Checks `desc` as GemmDesc::validate does, with dtype bf16 and no epilogue; throws
+// std::invalid_argument naming the first bad field.
+void validateGemmBf16(const GemmDesc& desc);
+
+// C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above.
+// `pool` defaults to ThreadPool::global().
+void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c,
+              ThreadPool* pool = nullptr);
+
+}  // namespace tgc::codegen
