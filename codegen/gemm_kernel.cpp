@@ -332,13 +332,17 @@ llvm::Function* MicroKernelEmitter::emitTile(const std::string& name) {
   } else {
     ap_ = a;
   }
-  // Touch the C tile early so that its cache misses overlap the FMA loop.
+  // Touch the C tile early so that its cache misses overlap the FMA loop, and the tile
+  // below it (the next call of this function in the sliver loop), so that those misses
+  // have a whole tile's time to complete. The first and the last element of each row: a
+  // row of NR elements may straddle two cache lines. Prefetches never fault, so the rows
+  // past the matrix's end are harmless.
   const int lineElems = 64 / cfg_.elementBytes();
-  for (int i = 0; i < cfg_.mr; ++i)
-    for (int col = 0; col < cfg_.nr; col += lineElems) {
-      auto* row = b_.CreateGEP(elemTy_, c, b_.CreateMul(ldc, c64(i)));
-      prefetch(b_.CreateConstGEP1_64(elemTy_, row, col), 1);
-    }
+  for (int i = 0; i < 2 * cfg_.mr; ++i) {
+    auto* row = b_.CreateGEP(elemTy_, c, b_.CreateMul(ldc, c64(i)));
+    for (int col = 0; col < cfg_.nr; col += lineElems) prefetch(b_.CreateConstGEP1_64(elemTy_, row, col), 1);
+    prefetch(b_.CreateConstGEP1_64(elemTy_, row, cfg_.nr - 1), 1);
+  }
 
   // k in [0, kMain) by kUnroll steps, then [kMain, kc) one step at a time.
   const int u = cfg_.kUnroll;
