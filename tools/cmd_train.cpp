@@ -49,6 +49,7 @@ struct TrainArgs {
   std::string schedule = "noam";
   double lr = 1e-3, lrScale = 0, clipNorm = 1.0, weightDecay = 0, ema = 0.99;
   int64_t warmup = 0;
+  DType precision = DType::f32;
   int threads = 0;
   int64_t validEvery = 250, validSize = 256, checkpointEvery = 500;
   int keep = 3, maxBadSteps = 10, samples = 8;
@@ -204,6 +205,7 @@ int runTrain(TrainArgs& a) {
     c.optimizer.warmup = a.warmup > 0 ? a.warmup : builtin ? 300 : 4000;
     c.optimizer.clip_norm = a.clipNorm;
     c.optimizer.weight_decay = a.weightDecay;
+    c.optimizer.precision = a.precision;
     c.validEvery = a.validEvery;
     c.validSize = a.validSize;
     c.checkpointEvery = a.checkpointEvery;
@@ -337,6 +339,7 @@ void registerTrain(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weight-decay", a->weightDecay, "Decoupled weight decay (AdamW)")
       ->capture_default_str();
+  addPrecisionOption(cmd, a->precision);
   cmd->add_option("--ema", a->ema,
                   "Decay of the parameters' moving average used for validation, evaluation and "
                   "translation (0: off)")
