@@ -1,7 +1,7 @@
 // mixed-precision: autocast for bf16. Every f32 matmul becomes
 //
-//   %a.bf16 = cast(%a, bf16)          one cast per source value (a weight used by several
-//   %b.bf16 = cast(%b, bf16)          matmuls, tied embeddings, is cast once per step)
+//   %a.bf16 = cast(%a, bf16)
+//   %b.bf16 = cast(%b, bf16)
 //   %y.bf16 = matmul(%a.bf16, %b.bf16)  products summed in f32 (every backend), C rounded to bf16
 //   %y      = cast(%y.bf16, f32)      the old value's name and users
 //
@@ -9,16 +9,22 @@
 // statistics, softmax_cross_entropy), every reduction, the losses and, after autodiff, the
 // optimizer stay f32. Parameters stay f32 inputs (the master weights, what checkpoints store).
 //
-// It runs before autodiff (buildTrainStep with precision = bf16), so the backward is mixed too:
-// the gradient of cast is a cast back, so dY reaches the matmul's two backward products as
-// bf16 (two bf16 GEMMs), their results are cast to f32 before they are accumulated, and the
-// weight gradients the optimizer reads are f32. The operands autodiff saves for the backward
-// are the bf16 casts: half the bytes of the f32 values.
+// buildTrainStep (precision = bf16) runs it before autodiff, so the backward is mixed too: the
+// gradient of cast is a cast back, so dY reaches the matmul's two backward products as bf16
+// (two bf16 GEMMs) and their results are cast to f32 before they are summed; the weight
+// gradients the optimizer reads are f32. There the casts are made per use (castPerUse) so that
+// every gradient sum happens in f32, and mergeCasts afterwards makes the forward's identical
+// casts one again: the operands autodiff saves for the backward are single bf16 copies, half
+// the bytes of the f32 values, and a weight is cast once per step.
 //
-// A cast(x_bf16, f32) operand is widening and so exact: it is looked through instead of being
-// narrowed again (the output of one bf16 matmul feeding another). Matmuls of other dtypes
-// (f64 for gradcheck, bf16 already) are left alone, so the pass is idempotent.
+// The registered pass (`tgc opt --passes=mixed-precision`, forward graphs) casts each value
+// once and uses a widened bf16 value (the output of one bf16 matmul feeding another) directly.
+// Matmuls of other dtypes (f64 for gradcheck, bf16 already) are left alone: it is idempotent.
+#include "passes/mixed_precision.h"
+
+#include <map>
 #include <unordered_map>
+#include <utility>
 
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -27,16 +33,22 @@ namespace tgc {
 
 namespace {
 
+bool isCastTo(const Node* n, DType to) {
+  return n->op() == OpKind::Cast && n->result()->type().dtype == to;
+}
+
 class Autocast {
  public:
-  explicit Autocast(Graph& g) : g_(g) {}
+  Autocast(Graph& g, bool castPerUse) : g_(g), perUse_(castPerUse) {}
 
-  bool run() {
+  int run() {
+    int rewritten = 0;
     for (Node* n : nodeSnapshot(g_)) {
       if (n->op() != OpKind::MatMul || n->result()->type().dtype != DType::f32) continue;
       rewrite(n);
+      ++rewritten;
     }
-    return changed_;
+    return rewritten;
   }
 
  private:
@@ -51,30 +63,51 @@ class Autocast {
     g_.replaceAllUsesWith(mm->result(), wide->result());
     g_.erase(mm);
     g_.renameValue(wide->result(), name);  // free again now that the old matmul is gone
-    changed_ = true;
   }
 
-  // v as bf16: the value a widening cast started from, or one cast per value, placed before
-  // its first matmul (`user`), which keeps the bf16 copy's lifetime short.
+  // v as bf16, placed before its first matmul (`user`), which keeps the copy's lifetime short.
   Value* narrow(Value* v, const Node* user) {
     const Node* d = v->def();
-    if (d->op() == OpKind::Cast && d->operand(0)->type().dtype == DType::bf16) return d->operand(0);
-    auto [it, fresh] = casts_.try_emplace(v, nullptr);
-    if (fresh) {
-      Node* c = g_.add(OpKind::Cast, {v}, {{"dtype", DType::bf16}}, {v->name() + ".bf16"});
-      g_.moveBefore(c, user);
-      it->second = c->result();
-    }
-    return it->second;
+    if (!perUse_ && isCastTo(d, DType::f32) && d->operand(0)->type().dtype == DType::bf16)
+      return d->operand(0);
+    Value*& cached = casts_[v];
+    if (cached && !perUse_) return cached;
+    Node* c = g_.add(OpKind::Cast, {v}, {{"dtype", DType::bf16}}, {v->name() + ".bf16"});
+    g_.moveBefore(c, user);
+    cached = c->result();
+    return cached;
   }
 
   Graph& g_;
+  bool perUse_;
   std::unordered_map<Value*, Value*> casts_;
-  bool changed_ = false;
 };
 
 }  // namespace
 
-bool runMixedPrecision(Graph& g, PassContext&) { return Autocast(g).run(); }
+int autocastMatmuls(Graph& g, bool castPerUse) { return Autocast(g, castPerUse).run(); }
+
+int mergeCasts(Graph& g) {
+  int removed = 0;
+  std::map<std::pair<Value*, DType>, Value*> first;  // (operand, dtype) -> the first cast
+  for (Node* n : nodeSnapshot(g)) {
+    if (n->op() != OpKind::Cast) continue;
+    Value* x = n->operand(0);
+    const DType to = n->result()->type().dtype;
+    Value* same = nullptr;
+    if (isCastTo(x->def(), DType::f32) && x->def()->operand(0)->type().dtype == to &&
+        isFloat(to) && dtypeSize(to) < dtypeSize(DType::f32))
+      same = x->def()->operand(0);  // narrow(widen(y)) == y exactly
+    else if (auto [it, fresh] = first.try_emplace({x, to}, n->result()); !fresh)
+      same = it->second;
+    if (!same) continue;
+    g.replaceAllUsesWith(n->result(), same);
+    g.erase(n);
+    ++removed;
+  }
+  return removed;
+}
+
+bool runMixedPrecision(Graph& g, PassContext&) { return autocastMatmuls(g, false) > 0; }
 
 }  // namespace tgc

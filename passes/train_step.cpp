@@ -8,7 +8,7 @@
 #include "ir/builder.h"
 #include "passes/autodiff.h"
 #include "passes/fusion.h"
-#include "passes/passes.h"
+#include "passes/mixed_precision.h"
 
 namespace tgc {
 
@@ -27,13 +27,13 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
     throw IRError(fmt::format("train step: precision {} is not supported (f32, bf16)",
                               dtypeName(cfg.precision)));
   runForwardFusions(g);  // fused forward ops differentiate into fused backward ops
-  if (cfg.precision == DType::bf16) {  // after the fusions: fused_attention stays f32
-    PassContext ctx;
-    runMixedPrecision(g, ctx);
-  }
+  // After the fusions: fused_attention stays f32. Casts per use, so that autodiff sums the
+  // matmul operands' gradients in f32; mergeCasts below makes the forward's casts one each.
+  if (cfg.precision == DType::bf16) autocastMatmuls(g, /*castPerUse=*/true);
   Value* loss = g.outputs()[0];
   std::vector<Value*> params = trainableParameters(g);
   std::vector<Value*> grads = appendGradients(g, loss, params);
+  if (cfg.precision == DType::bf16) mergeCasts(g);
   runGradientFusions(g);  // rewrites the backward autodiff emitted (fuse-ffn)
   Builder b(g);
   DType ft = loss->type().dtype;
