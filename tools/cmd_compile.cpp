@@ -4,6 +4,7 @@
 // the kernel cache) or dumps its kernels: Kernel IR, optimized LLVM IR or assembly.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -19,7 +20,7 @@
 #include "passes/autodiff.h"
 #include "passes/fusion.h"
 #include "passes/pass_manager.h"
-#include "passes/passes.h"
+#include "passes/mixed_precision.h"
 #include "passes/train_step.h"
 #include "codegen/cuda/cuda_batch.h"
 #include "codegen/cuda/cuda_emitter.h"
@@ -27,6 +28,7 @@
 #include "codegen/kernel_ir.h"
 #include "codegen/llvm_emitter.h"
 #include "runtime/executable.h"
+#include "runtime/memory_plan.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 
@@ -38,6 +40,7 @@ struct CompileOptions {
   std::string emit = "ir";
   std::string output;
   bool stats = false;
+  int stats_top = 0;  // --stats-top N: the largest saved values and arena buffers at the peak
   bool list_graphs = false;
   bool list_params = false;
   std::string passes;
@@ -108,13 +111,13 @@ void writeOut(const std::string& path, const std::string& text) {
 }
 
 // --precision bf16 on a graph that is not a training step (buildTrainStep does the same):
-// the forward fusions first, as the executable would run them, then the mixed-precision pass,
-// so attention stays one f32 fused_attention and the matmuls around it go bf16.
-void applyPrecision(Graph& g, DType precision) {
+// the forward fusions first, as the executable would run them, then the matmuls in bf16
+// (passes/mixed_precision.h), so attention stays one f32 fused_attention. `perUse` before
+// autodiff (--grad), which then needs mergeCasts.
+void applyPrecision(Graph& g, DType precision, bool perUse) {
   if (precision == DType::f32) return;
   runForwardFusions(g);
-  PassContext ctx;
-  runMixedPrecision(g, ctx);
+  autocastMatmuls(g, perUse);
 }
 
 // --grad / --train: the loss becomes outputs[0] (the other outputs follow as metrics), then
@@ -135,9 +138,10 @@ void addBackward(CompiledModel& m, const CompileOptions& o) {
     buildTrainStep(g, cfg);
     return;
   }
-  applyPrecision(g, o.optim.precision);
+  applyPrecision(g, o.optim.precision, /*perUse=*/true);
   for (Value* gr : appendGradients(g, outs[0], trainableParameters(g))) outs.push_back(gr);
   g.setOutputs(outs);
+  if (o.optim.precision == DType::bf16) mergeCasts(g);
 }
 
 bool emitsKernels(const CompileOptions& o) {
@@ -198,6 +202,39 @@ std::string renderKernels(const Graph& g, const std::string& emit) {
   return out;
 }
 
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// --stats-top N: the launch where the most arena bytes are live, and the N largest buffers
+// live there (what a smaller arena has to shorten or recompute).
+std::string arenaPeak(const runtime::Executable& exe, int top) {
+  if (top <= 0) return "";
+  const auto buffers = exe.arenaBuffers();
+  int last = 0;
+  for (const auto& b : buffers) last = std::max(last, b.last);
+  std::vector<int64_t> delta(static_cast<size_t>(last) + 2, 0);
+  for (const auto& b : buffers) {
+    delta[static_cast<size_t>(b.first)] += runtime::alignedSize(b.bytes);
+    delta[static_cast<size_t>(b.last) + 1] -= runtime::alignedSize(b.bytes);
+  }
+  int peak = 0;
+  int64_t live = 0, most = -1;
+  for (size_t i = 0; i < delta.size(); ++i)
+    if ((live += delta[i]) > most) most = live, peak = static_cast<int>(i);
+  std::vector<runtime::Executable::ArenaBuffer> at;
+  for (const auto& b : buffers)
+    if (b.first <= peak && peak <= b.last) at.push_back(b);
+  std::stable_sort(at.begin(), at.end(), [](const auto& x, const auto& y) { return x.bytes > y.bytes; });
+  const auto names = exe.launchNames();
+  std::string out = fmt::format(
+      "arena peak: {:.2f} MiB in {} buffers live at launch {} of {} ({}); the largest:\n",
+      mib(most), at.size(), peak, names.size(),
+      peak < static_cast<int>(names.size()) ? names[static_cast<size_t>(peak)] : "the end");
+  for (size_t i = 0; i < std::min(at.size(), static_cast<size_t>(top)); ++i)
+    out += fmt::format("  {:9.2f} MiB  %{}  (launches {}..{})\n", mib(at[i].bytes),
+                       at[i].value, at[i].first, at[i].last);
+  return out;
+}
+
 // --target cpu: compiles the executable (filling the kernel cache) and describes it.
 std::string compileForCpu(const Graph& g, const CompileOptions& o) {
   runtime::ExecOptions eo = runtime::ExecOptions::fromEnv();
@@ -214,14 +251,15 @@ std::string compileForCpu(const Graph& g, const CompileOptions& o) {
       s.kernels, s.distinctKernels, s.cacheHits, s.gemms, s.views,
       static_cast<double>(s.arenaBytes) / (1 << 20), static_cast<double>(s.bufferBytes) / (1 << 20),
       static_cast<double>(s.peakLiveBytes) / (1 << 20), seconds,
-      s.kernels + s.gemms + s.libraryCalls, s.kernels, s.gemms, s.libraryCalls);
+      s.kernels + s.gemms + s.libraryCalls, s.kernels, s.gemms, s.libraryCalls) +
+      arenaPeak(*exe, o.stats_top);
 }
 
 // --stats with --grad / --train: the activations the backward reads. A forward value is one
 // the loss depends on (computed, not an input or constant); it is saved when a node outside
 // the loss's ancestry (the backward, the optimizer) reads it. A reshape shares its operand's
 // memory, so values are counted once per underlying buffer.
-std::string savedActivations(const Graph& g) {
+std::string savedActivations(const Graph& g, int top) {
   std::unordered_set<const Node*> forward;
   std::vector<const Node*> work{g.outputs().at(0)->def()};
   while (!work.empty()) {
@@ -243,11 +281,23 @@ std::string savedActivations(const Graph& g) {
         saved.insert(root(v));
     }
   }
+  auto size = [](const Value* v) {
+    return v->type().numel() * static_cast<int64_t>(dtypeSize(v->type().dtype));
+  };
   int64_t bytes = 0;
-  for (const Value* v : saved)
-    bytes += v->type().numel() * static_cast<int64_t>(dtypeSize(v->type().dtype));
-  return fmt::format("saved activations: {} forward values read by the backward, {:.2f} MiB\n",
-                     saved.size(), static_cast<double>(bytes) / (1 << 20));
+  for (const Value* v : saved) bytes += size(v);
+  std::string out =
+      fmt::format("saved activations: {} forward values read by the backward, {:.2f} MiB\n",
+                  saved.size(), mib(bytes));
+  // --stats-top N: the largest, by size then name (deterministic).
+  std::vector<const Value*> largest(saved.begin(), saved.end());
+  std::sort(largest.begin(), largest.end(), [&](const Value* a, const Value* b) {
+    return size(a) != size(b) ? size(a) > size(b) : a->name() < b->name();
+  });
+  for (size_t i = 0; i < std::min(largest.size(), static_cast<size_t>(std::max(top, 0))); ++i)
+    out += fmt::format("  {:9.2f} MiB  %{}  {} = {}\n", mib(size(largest[i])), largest[i]->name(),
+                       largest[i]->type().str(), opName(largest[i]->def()->op()));
+  return out;
 }
 
 void runCompile(const CompileOptions& o) {
@@ -261,7 +311,7 @@ void runCompile(const CompileOptions& o) {
     return;
   }
   if (o.grad || o.train) addBackward(m, o);
-  else applyPrecision(*m.graph, o.optim.precision);
+  else applyPrecision(*m.graph, o.optim.precision, /*perUse=*/false);
   if (pm) {
     PassContext ctx;
     pm->run(*m.graph, ctx);
@@ -295,7 +345,7 @@ void runCompile(const CompileOptions& o) {
   if (o.stats) {
     fmt::print("{}", formatStats(computeStats(*m.graph)));
     const bool step = o.grad || o.train;
-    if (step) fmt::print("{}", savedActivations(*m.graph));
+    if (step) fmt::print("{}", savedActivations(*m.graph, o.stats_top));
     // A training step's launch counts come from compiling it, with or without --target cpu.
     if (!o.target.empty() || step) fmt::print("{}", compileForCpu(*m.graph, o));
     if (!o.output.empty()) writeOut(o.output, render(*m.graph, o.emit));
@@ -332,6 +382,11 @@ void registerCompile(CLI::App& app) {
   cmd->add_flag("--stats", o->stats,
                 "Print parameter count, ops by kind and estimated FLOPs; with --grad/--train "
                 "also saved activations and launches per step by kind");
+  cmd->add_option("--stats-top", o->stats_top,
+                  "With --stats: also list the N largest saved activations and the N largest "
+                  "arena buffers live at the arena's peak")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--list-graphs", o->list_graphs, "List the graphs of the model and exit");
   cmd->add_flag("--params", o->list_params, "List the parameters with their types and initializers");
   cmd->add_flag("--grad", o->grad,

@@ -533,17 +533,19 @@ void runGraph(const RunOptions& o) {
                                                       : runInterp(*g, std::move(inputs), o, timing);
   reportTiming(o, timing);
 
-  TensorFile out;
-  out.metadata["graph"] = g->name();
-  if (o.seed_opt->count()) out.metadata["random_inputs_seed"] = std::to_string(o.seed);
-  for (size_t i = 0; i < results.size(); ++i)
-    out.tensors.emplace(g->outputs()[i]->name(), results[i]);  // a value returned twice: once
-
   if (o.print || o.outputs.empty())
     for (size_t i = 0; i < results.size(); ++i)
       std::cout << summarize(g->outputs()[i]->name(), results[i]);
   std::cout.flush();
-  if (!o.outputs.empty()) writeSafetensors(o.outputs, out);
+  if (o.outputs.empty()) return;
+  // The results move into the file's map: a training step's outputs are its whole state,
+  // and a copy of them would be the run's peak memory.
+  TensorFile out;
+  out.metadata["graph"] = g->name();
+  if (o.seed_opt->count()) out.metadata["random_inputs_seed"] = std::to_string(o.seed);
+  for (size_t i = 0; i < results.size(); ++i)  // a value returned twice: written once
+    out.tensors.try_emplace(g->outputs()[i]->name(), std::move(results[i]));
+  writeSafetensors(o.outputs, out);
 }
 
 }  // namespace
