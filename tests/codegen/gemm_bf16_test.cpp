@@ -1,0 +1,150 @@
+// bf16 GEMM (codegen/gemm_bf16.h) against a double-precision sum of the bf16 operands rounded
+// once to bf16: shapes that cross the C tiles (1024 x 1024) and K blocks (2048), transposes,
+// leading dimensions with padding that must stay untouched, alpha/beta, batches (widened
+// whole, with a broadcast operand) and an empty contraction.
+#include "codegen/gemm_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "runtime/thread_pool.h"
+
+namespace tgc::codegen {
+namespace {
+
+std::vector<uint16_t> randomBf16(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = floatToBF16(dist(rng));
+  return v;
+}
+
+int64_t extent(const GemmDesc& d, int64_t rows, int64_t ld, const std::vector<int64_t>& strides) {
+  int64_t e = rows * ld;
+  for (size_t i = 0; i < d.batch.size(); ++i) e += strides[i] * (d.batch[i] - 1);
+  return e;
+}
+
+// Runs d on random operands and checks each element of C against the reference: the exact
+// products summed in double, times alpha, plus beta * C, rounded to bf16. The GEMM sums in
+// f32, so it may land one bf16 step away where the f32 sum's error (k eps sum |ab|) crosses
+// a rounding boundary; padding past column n must keep its bits.
+void check(const GemmDesc& d, ThreadPool& pool) {
+  SCOPED_TRACE(::testing::Message() << "m=" << d.m << " n=" << d.n << " k=" << d.k << " tA="
+                                    << d.transA << " tB=" << d.transB << " batch=" << d.batch.size()
+                                    << " alpha=" << d.alpha << " beta=" << d.beta);
+  const auto a = randomBf16(static_cast<size_t>(extent(d, d.transA ? d.k : d.m, d.lda, d.strideA)), 1);
+  const auto b = randomBf16(static_cast<size_t>(extent(d, d.transB ? d.n : d.k, d.ldb, d.strideB)), 2);
+  const auto c0 = randomBf16(static_cast<size_t>(extent(d, d.m, d.ldc, d.strideC)), 3);
+  std::vector<uint16_t> c = c0;
+  gemmBf16(d, a.data(), b.data(), c.data(), &pool);
+
+  const int64_t items = d.batchCount();
+  int bad = 0;
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t oa = 0, ob = 0, oc = 0, rest = item;
+    for (size_t i = d.batch.size(); i-- > 0;) {
+      const int64_t j = rest % d.batch[i];
+      rest /= d.batch[i];
+      oa += j * d.strideA[i];
+      ob += j * d.strideB[i];
+      oc += j * d.strideC[i];
+    }
+    for (int64_t i = 0; i < d.m; ++i)
+      for (int64_t j = 0; j < d.ldc; ++j) {
+        const size_t at = static_cast<size_t>(oc + i * d.ldc + j);
+        if (j >= d.n) {
+          if (c[at] != c0[at] && bad++ < 5) ADD_FAILURE() << "padding (" << i << "," << j << ") written";
+          continue;
+        }
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < d.k; ++p) {
+          const double x = bf16ToFloat(a[static_cast<size_t>(oa + (d.transA ? p * d.lda + i : i * d.lda + p))]);
+          const double y = bf16ToFloat(b[static_cast<size_t>(ob + (d.transB ? j * d.ldb + p : p * d.ldb + j))]);
+          sum += x * y;
+          mag += std::abs(x * y);
+        }
+        const double cin = bf16ToFloat(c0[at]);
+        const double want = d.alpha * sum + (d.beta == 0 ? 0.0 : d.beta * cin);
+        const double got = bf16ToFloat(c[at]);
+        // One bf16 rounding of the result, plus the f32 accumulation's error bound.
+        const double tol = std::ldexp(std::abs(want), -8) +
+                           (d.k + 4) * std::ldexp(std::abs(d.alpha) * mag + std::abs(d.beta * cin), -23);
+        if (!(std::abs(got - want) <= tol) && bad++ < 5)
+          ADD_FAILURE() << "item " << item << " C(" << i << "," << j << ") = " << got << ", want "
+                        << want << " +- " << tol;
+      }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(GemmBf16, SmallShapesAndTransposes) {
+  ThreadPool pool(2);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {7, 5, 3}, {33, 65, 17}, {64, 64, 64}})
+        check(GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb), pool);
+}
+
+TEST(GemmBf16, CrossesTheCTilesAndKBlocks) {
+  ThreadPool pool(2);
+  // m over 1024 rows (two row tiles), k over 2048 (two K blocks accumulated in f32 before the
+  // one rounding), n over 1024 columns (two column tiles), with every transpose.
+  check(GemmDesc::contiguous(DType::bf16, 1030, 9, 2100, false, false), pool);
+  check(GemmDesc::contiguous(DType::bf16, 1030, 9, 2100, true, true), pool);
+  check(GemmDesc::contiguous(DType::bf16, 5, 1100, 2060, false, true), pool);
+  check(GemmDesc::contiguous(DType::bf16, 5, 1100, 2060, true, false), pool);
+}
+
+TEST(GemmBf16, LeadingDimensionsAlphaBeta) {
+  ThreadPool pool(2);
+  GemmDesc d = GemmDesc::contiguous(DType::bf16, 13, 11, 19, false, true);
+  d.lda += 3;
+  d.ldb += 5;
+  d.ldc += 4;  // padding columns must not be written
+  d.alpha = 0.5;
+  d.beta = -1.5;
+  check(d, pool);
+  d.k = 2100;  // beta applies once, before the first K block
+  d.lda = d.k + 1;
+  d.ldb = d.k + 2;
+  check(d, pool);
+}
+
+TEST(GemmBf16, BatchesWidenedWholeAndOneByOne) {
+  ThreadPool pool(2);
+  // Attention-like: 6 heads of 16x8 @ 8x16, and B broadcast over the outer dimension.
+  GemmDesc d = GemmDesc::contiguous(DType::bf16, 16, 16, 8, false, true);
+  d.addBatch(3).addBatch(2, false, true);
+  check(d, pool);
+  // Items too large to widen whole go tile by tile, one after another.
+  GemmDesc big = GemmDesc::contiguous(DType::bf16, 1100, 8, 1000);
+  big.addBatch(2, true, false);
+  check(big, pool);
+}
+
+TEST(GemmBf16, EmptyContractionScalesC) {
+  ThreadPool pool(1);
+  GemmDesc d = GemmDesc::contiguous(DType::bf16, 3, 4, 0);
+  d.beta = 2;
+  check(d, pool);
+  d.beta = 0;
+  check(d, pool);
+}
+
+TEST(GemmBf16, RejectsWhatItDoesNotRun) {
+  EXPECT_THROW(validateGemmBf16(GemmDesc::contiguous(DType::f32, 2, 2, 2)), std::invalid_argument);
+  GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
+  d.lda = 1;
+  EXPECT_THROW(validateGemmBf16(d), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tgc::codegen
