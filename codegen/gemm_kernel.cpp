@@ -32,8 +32,10 @@ GemmKernelConfig GemmKernelConfig::forTarget(const TargetSpec& target, DType dty
     c.nr = 2 * c.lanes;
   }
   c.kUnroll = 4;
-  // B sliver kc x nr in L1 (16 KiB for 256 x 16 floats); A block mc x kc in L2.
-  c.kc = 256;
+  // B sliver kc x nr as large as L1 (32 KiB: 512 x 16 floats with AVX2, 256 x 32 with
+  // AVX-512), A block mc x kc in L2 (288 KiB of 512 on Zen 3). Fewer K blocks mean fewer
+  // passes over C; on Zen 3 kc 512 measured 2-5% faster than 256 on one thread.
+  c.kc = std::min<int64_t>(512, 32768 / (c.nr * c.elementBytes()));
   c.mc = c.mr * 24;
   c.nc = c.nr * (4096 / c.nr);
   c.directAMaxN = 8 * c.nr;

@@ -234,6 +234,36 @@ TEST(Gemm, BatchesWithBroadcast) {
   }
 }
 
+// Whole batch items run in runs of consecutive items per thread, each prefetching the
+// next item's operands; runs end unevenly when the count does not divide, and items with
+// padded leading dimensions or a broadcast operand prefetch spans with gaps or repeats.
+TEST(Gemm, BatchItemRunsWithPrefetch) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t count : {1, 2, 7, 9, 13}) {
+      GemmDesc d = GemmDesc::contiguous(DType::f32, 20, 24, 10);
+      d.addBatch(count);
+      checkGemm<float>(hostEngine(DType::f32), d, pool);
+      GemmDesc t = GemmDesc::contiguous(DType::f32, 13, 40, 33, true, true);
+      t.lda += 3;
+      t.ldb += 5;
+      t.ldc += 2;
+      t.addBatch(count, false, /*broadcastB=*/true);
+      checkGemm<float>(hostEngine(DType::f32), t, pool);
+    }
+  }
+}
+
+// Row and column chunks split evenly over 2 and 3 threads: sliver counts that are not a
+// multiple of the chunk, and K over several kc blocks.
+TEST(Gemm, BalancedChunksCoverEveryRowAndColumn) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (auto s : std::vector<Shape3>{{1024, 40, 30}, {1021, 33, 70}, {9, 1000, 20}, {40, 50, 1100}})
+      checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, s.m, s.n, s.k), pool);
+  }
+}
+
 TEST(Gemm, InvalidDescriptionsAreRejected) {
   std::vector<float> buf(64);
   auto expectInvalid = [&](GemmDesc d, const std::string& what) {
