@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Training step (forward + backward + AdamW) of models/transformer.tg: tgc's compiled cpu
-backend against PyTorch eager doing the same step on the same number of threads.
+backend against PyTorch eager and torch.compile doing the same step on the same number of
+threads.
 
   python3 bench/train_step_bench.py --tgc build/tools/tgc
   python3 bench/train_step_bench.py --tgc build/tools/tgc --presets tiny --shapes 32x16 --steps 5
+  python3 bench/train_step_bench.py --tgc build/tools/tgc --no-compile --peak 220
 
 For each preset (tiny, small, base) and shape BxL (batch B, source and target length L):
   tgc      `tgc compile --train` (the paper's dropout 0.1, AdamW, noam schedule, clipping at
@@ -16,13 +18,27 @@ For each preset (tiny, small, base) and shape BxL (batch B, source and target le
            rate and clip_grad_norm_(1.0), in a fresh worker process per configuration: the
            median of N timed steps after one warm-up step, and the growth of the process's
            peak RSS (VmHWM) over its RSS after `import torch` (before the model exists).
-Both get n threads: TGC_NUM_THREADS if set, else every core (torch.set_num_threads(n)).
+  compile  the same step with torch.compile (default inductor backend) on the model's forward
+           (autograd compiles its backward) and on clipping + AdamW.step (lr a tensor, so the
+           noam rate does not recompile), in a fresh worker: warm-up steps until the compiles
+           are done (their time minus the steady step time is `tc compile s`), then N timed
+           steps. --no-compile skips it; a failure is printed and the column shows FAIL.
+Work per step (second table): FLOPs = the matmuls' (`tgc compile --stats`) + fused
+attention's (forward 2*B*H*Lq*Lk*(dk+dv), backward twice that; no recompute counted), the
+same model work for all three; GFLOP/s of each and its fraction of the FMA peak (measured by
+bench/gemm_bench, or --peak); launches per step: tgc's (generated kernels + GEMMs + library
+kernels), PyTorch eager's ATen kernels (ops dispatched in one step, views excluded) and
+torch.compile's (generated kernels + extern calls of the compiled graphs that ran in one
+step, read from inductor's wrapper code).
+All get n threads: TGC_NUM_THREADS if set, else every core (torch.set_num_threads(n)).
 Without torch the script says so and prints tgc's figures alone (exit status 0).
 """
 import argparse
+import collections
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -130,9 +146,71 @@ def bench_tgc(tgc, preset, B, L, steps, work, clock):
     if clock == "cpu":
         figures["median_s"] = ((figures["cached_cpu_s"] - figures["once_cpu_s"]) /
                                (steps - 1) / figures["threads"])
+    figures.update(tgc_stats(tgc, preset, B, L, env))  # reads the kernels from the cache
     shutil.rmtree(cache, ignore_errors=True)
     figures["state_bytes"] = 3 * 4 * sum(math.prod(shape) for _, shape in pc.param_specs(tir))
+    figures["flops"] = figures["matmul_flops"] + attention_flops(tir)
     return figures, tir
+
+
+UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def tgc_stats(tgc, preset, B, L, env):
+    """`tgc compile --train --target cpu --stats`: the matmuls' FLOPs and the launches of a
+    step (generated kernels, GEMMs, library kernels)."""
+    cmd = [tgc, "compile", MODEL, "--preset", preset, "--train", "--target", "cpu", "--stats",
+           "--dim", f"B={B}", "--dim", f"S={L}", "--dim", f"T={L}", "-o", os.devnull]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"tgc compile --stats failed ({' '.join(cmd)}):\n{r.stderr}")
+    mm = re.search(r"^\s+matmul\s+\d+\s+([\d.]+)([KMGTP]?) FLOPs", r.stdout, re.M)
+    launches = re.search(r"launches per run: (\d+) \((\d+) generated kernels, (\d+) GEMMs, "
+                         r"(\d+) library kernels\)", r.stdout)
+    if not mm or not launches:
+        sys.exit(f"cannot read matmul FLOPs and launches from `{' '.join(cmd)}`:\n{r.stdout}")
+    return {"matmul_flops": float(mm.group(1)) * UNITS[mm.group(2)],
+            "launches": tuple(int(x) for x in launches.groups())}
+
+
+def attention_flops(tir):
+    """Multiply-add FLOPs of the step's fused attention ops, counted as the unfused products
+    they replace: forward Q K^T and P V, 2*B*H*Lq*Lk*(dk + dv); fused_attention_grad twice
+    that (dV, dP, dQ, dK; the kernel's recompute of Q K^T is not counted). Shapes come from
+    the .tir's value types."""
+    shapes, ops = {}, []
+    with open(tir) as f:
+        for line in f:
+            if " = " not in line or " : " not in line:
+                continue
+            lhs, rhs = line.split(" = ", 1)
+            types = re.findall(r"\w+\[([\d,]*)\]", rhs.rsplit(" : ", 1)[1])
+            for name, t in zip(re.findall(r"%([^\s,]+)", lhs), types):
+                shapes[name] = [int(d) for d in t.split(",")] if t else []
+            m = re.match(r"\s*(fused_attention(?:_grad)?)\(%([^,)\s]+), %([^,)\s]+), %([^,)\s]+)",
+                         rhs)
+            if m:
+                ops.append(m.groups())
+    total = 0
+    for op, q, k, v in ops:
+        q, k, v = shapes[q], shapes[k], shapes[v]
+        fwd = 2 * math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
+        total += fwd if op == "fused_attention" else 2 * fwd
+    return total
+
+
+def measure_peak(gemm_bench, clock):
+    """The all-threads FMA peak (GFLOP/s) bench/gemm_bench measures first; stops it there."""
+    cmd = [gemm_bench, "--threads", str(threads()), "--clock", clock, "--shapes", "quick",
+           "--runs", "1", "--min-ms", "1"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as proc:
+        for line in proc.stdout:
+            m = re.search(r"measured FMA peak.*, ([\d.]+) GFLOP/s on \d+ threads", line)
+            if m:
+                proc.terminate()
+                return float(m.group(1))
+    return None
 
 
 # ---- PyTorch (worker process) ----------------------------------------------------------------
@@ -145,37 +223,108 @@ def rss_now():
 
 
 class TorchStep:
-    """The model, its AdamW and one batch; step(s) is one training step."""
+    """The model, its AdamW and one batch; step(s) is one training step. compiled: the same
+    step with torch.compile on the forward (autograd compiles the backward with it) and on
+    clipping + AdamW.step; the rate is then a tensor filled each step, so that the noam
+    schedule does not recompile the optimizer."""
 
-    def __init__(self, cfg, specs, batch, length):
+    def __init__(self, cfg, specs, batch, length, compiled=False):
         import torch
         self.torch, self.cfg = torch, cfg
         p = pc.torch_params(pc.random_params(specs, seed=1), torch.float32, requires_grad=True)
         self.model = pc.TorchTransformer(cfg, p, p_drop=P_DROP)
         self.params = list(p.values())
-        self.opt = torch.optim.AdamW(self.params, lr=1.0, betas=BETAS, eps=EPS, weight_decay=0.0)
+        self.opt = torch.optim.AdamW(self.params, lr=torch.tensor(1.0) if compiled else 1.0,
+                                     betas=BETAS, eps=EPS, weight_decay=0.0)
         gen = torch.Generator().manual_seed(1)
         self.batch = [torch.randint(1, cfg["tgt_vocab"], (batch, length), generator=gen)
                       for _ in range(3)]
+        self.forward, self.update = self.model.forward, self._update
+        if compiled:
+            self.forward, self.update = torch.compile(self.forward), torch.compile(self.update)
+
+    def _update(self):
+        self.torch.nn.utils.clip_grad_norm_(self.params, CLIP)
+        self.opt.step()
 
     def step(self, s):
         lr = self.cfg["d_model"] ** -0.5 * min(s ** -0.5, s * WARMUP ** -1.5)
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            if isinstance(g["lr"], self.torch.Tensor):
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
-        loss, _ = self.model.forward(*self.batch)
+        loss, _ = self.forward(*self.batch)
         loss.backward()
-        self.torch.nn.utils.clip_grad_norm_(self.params, CLIP)
-        self.opt.step()
+        self.update()
         return loss.item()
 
 
+def eager_launches(step):
+    """ATen kernels of one eager step: the ops that reach the backend (after autograd and
+    decompositions), views excluded."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            rets = func._schema.returns
+            if not rets or any(r.alias_info is None or r.alias_info.is_write for r in rets):
+                self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count() as c:
+        step()
+    return c.n
+
+
+def compiled_launches(torch, step):
+    """Kernel launches of one torch.compile'd step: the compiled graphs that ran (profiler
+    events name them) times the calls in each graph's wrapper (generated C++ kernels, extern
+    kernels such as mm, ATen fallbacks). Returns (launches, graphs run) or None."""
+    import gc
+    from torch._inductor.output_code import CompiledFxGraph
+    with torch.profiler.profile() as prof:
+        step()
+    ran = collections.Counter()
+    for e in prof.events():
+        m = re.match(r"## Call CompiledFxGraph (\w+) ##", e.name)
+        if m:
+            ran[m.group(1)] += 1
+    sources = {}
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, CompiledFxGraph):
+                sources[o._fx_graph_cache_key] = o.source_code
+        except ReferenceError:  # a dead weak proxy
+            pass
+    total = 0
+    for key, n in ran.items():
+        if key not in sources:
+            return None
+        lines = sources[key].splitlines()
+        start = next(i for i, x in enumerate(lines) if re.match(r"\s*def call\(", x))
+        indent = len(lines[start]) - len(lines[start].lstrip())
+        body = []
+        for x in lines[start + 1:]:
+            if x.strip() and len(x) - len(x.lstrip()) <= indent:
+                break
+            body.append(x)
+        calls = re.findall(r"\b(?:cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.[\w.]+)\(",
+                           "\n".join(body))
+        total += n * len(calls)
+    return total, sum(ran.values())
+
+
 def torch_worker(args):
-    """One configuration's PyTorch step, timed; prints a JSON line."""
+    """One configuration's PyTorch step (eager or compiled), timed; prints a JSON line."""
     import gc
     import torch
     torch.set_num_threads(args.threads)
     cfg = dict(COMMON, **PRESETS[args.preset])
+    compiled = args.mode == "compile"
     # A two-step run of a toy-sized model first loads every module the step uses (AdamW
     # imports much of torch lazily), so the RSS growth below is the step's own memory.
     warm = TorchStep(dict(COMMON, **TOY), pc.param_specs(args.toy_tir), 2, 3)
@@ -184,27 +333,58 @@ def torch_worker(args):
     gc.collect()
     base_rss, _ = rss_now()
 
-    bench = TorchStep(cfg, pc.param_specs(args.tir), args.batch, args.len)
-    bench.step(1)  # warm-up: allocator, Adam state
-    times = []
+    bench = TorchStep(cfg, pc.param_specs(args.tir), args.batch, args.len, compiled)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     scale = 1 if args.clock == "wall" else 1 / args.threads
-    for s in range(2, args.steps + 2):
+    # Warm-up: allocator and Adam state; compiled, also the compiles (forward + backward and
+    # the optimizer's first step, then its steady step: 3 steps by default).
+    warmup, s = [], 1
+    for s in range(1, (args.compile_warmup if compiled else 1) + 1):
+        t0 = clock()
+        bench.step(s)
+        warmup.append((clock() - t0) * scale)
+    graphs = _graph_count(torch) if compiled else 0
+    times = []
+    for s in range(s + 1, s + args.steps + 1):
         t0 = clock()
         bench.step(s)
         times.append((clock() - t0) * scale)
     _, peak = rss_now()
-    print(json.dumps({"median_s": statistics.median(times), "runs": times,
-                      "rss_growth": peak - base_rss, "threads": torch.get_num_threads()}))
+    median = statistics.median(times)
+    out = {"median_s": median, "runs": times, "rss_growth": peak - base_rss,
+           "threads": torch.get_num_threads()}
+    step = lambda: bench.step(s + 1)  # noqa: E731  (one more step, counted)
+    if compiled:
+        out["compile_s"] = sum(warmup) - len(warmup) * median
+        out["recompiled"] = _graph_count(torch) != graphs
+        counted = compiled_launches(torch, step)
+        out["launches"], out["graphs_run"] = counted if counted else (None, None)
+    else:
+        out["launches"] = eager_launches(step)
+    print(json.dumps(out))
 
 
-def bench_torch(preset, B, L, steps, tir, toy_tir, clock):
+def _graph_count(torch):
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
+def bench_torch(preset, B, L, steps, tir, toy_tir, clock, mode="eager", warmup=3,
+                timeout=None):
+    """The worker's figures, or {"error": why} when it fails or runs past timeout (s)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--preset", preset,
            "--batch", str(B), "--len", str(L), "--steps", str(steps), "--tir", tir,
-           "--toy-tir", toy_tir, "--threads", str(threads()), "--clock", clock]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+           "--toy-tir", toy_tir, "--threads", str(threads()), "--clock", clock, "--mode", mode,
+           "--compile-warmup", str(warmup)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
     if r.returncode != 0:
-        sys.exit(f"PyTorch worker failed:\n{r.stderr}")
+        if mode == "eager":
+            sys.exit(f"PyTorch worker failed:\n{r.stderr}")
+        tail = [x for x in r.stderr.strip().splitlines() if x.strip()][-3:]
+        return {"error": f"exit {r.returncode}: " + " | ".join(tail)}
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -230,10 +410,21 @@ def main():
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall: median wall time per step; cpu: process CPU time per step "
                     "divided by the thread count (for a machine other jobs are using)")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
+    ap.add_argument("--compile-warmup", type=int, default=3,
+                    help="torch.compile: untimed steps before the timed ones (they compile)")
+    ap.add_argument("--compile-timeout", type=float, default=1800,
+                    help="torch.compile: seconds before its worker is given up")
+    ap.add_argument("--peak", type=float,
+                    help="FMA peak in GFLOP/s (default: measured by gemm_bench)")
+    ap.add_argument("--gemm-bench",
+                    help="bench/gemm_bench that measures the peak (default: next to --tgc's "
+                    "build, <build>/bench/gemm_bench)")
+    ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--preset"), ap.add_argument("--batch", type=int)
     ap.add_argument("--len", type=int), ap.add_argument("--tir"), ap.add_argument("--toy-tir")
-    ap.add_argument("--threads", type=int)
+    ap.add_argument("--threads", type=int), ap.add_argument("--mode", default="eager")
     args = ap.parse_args()
     if args.torch_worker:
         return torch_worker(args)
@@ -241,21 +432,35 @@ def main():
     torch_ok, why = have_torch()
     if args.clock == "cpu" and args.steps < 2:
         sys.exit("--clock cpu needs --steps 2 or more")
+    compiled = torch_ok and not args.no_compile
     print(f"train-step benchmark: {threads()} threads, {args.steps} timed steps per "
           f"configuration, {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
     if not torch_ok:
         print(f"PyTorch is not installed ({why}): tgc's figures only "
               "(pip install torch to compare)")
-    header = (f"{'preset':6} {'BxL':6} | {'tgc ms':>8} {'torch ms':>9} {'tgc/torch':>9} | "
-              f"{'graph s':>7} {'cold s':>7} {'cached s':>8} | {'state':>6} {'arena':>6} "
-              f"{'tgc RSS':>7} {'tgc +RSS':>8} {'torch +RSS':>10}")
+    peak, peak_from = args.peak, "--peak"
+    if peak is None:
+        gb = args.gemm_bench or os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(args.tgc))), "bench", "gemm_bench")
+        peak, peak_from = (measure_peak(gb, args.clock), gb) if os.path.exists(gb) else (None, gb)
+    print(f"FMA peak: {f'{peak:.1f} GFLOP/s' if peak else 'unknown'} on {threads()} threads "
+          f"({'from ' + peak_from if peak else 'no ' + peak_from + '; build it or pass --peak'})")
+    tc = "compile" if compiled else None
+    header = (f"{'preset':6} {'BxL':6} | {'tgc ms':>8} {'torch ms':>9} {'tgc/torch':>9} "
+              f"{'compile ms':>10} {'tgc/compile':>11} | {'graph s':>7} {'cold s':>7} "
+              f"{'cached s':>8} {'tc compile s':>12} | {'state':>6} {'arena':>6} "
+              f"{'tgc RSS':>7} {'tgc +RSS':>8} {'torch +RSS':>10} {'tc +RSS':>7}")
+    results = []
     with tempfile.TemporaryDirectory(prefix="tgc_train_bench_") as work:
         base_rss = tgc_base_rss(args.tgc, work)
         what = "median wall time" if args.clock == "wall" else "CPU time / threads"
-        print(f"times (ms): {what} of a step; compile (s): graph = tgc compile --train, "
-              f"cold/cached = kernels in tgc run;\nmemory (MiB): state = parameters + Adam "
-              f"moments, arena, max RSS of tgc run, and the growth over tgc's own "
-              f"{mib(base_rss):.0f} MiB / over PyTorch's after import")
+        print(f"times (ms): {what} of a step (torch = PyTorch eager, compile = torch.compile); "
+              f"compile (s): graph = tgc compile --train,\ncold/cached = kernels in tgc run, "
+              f"tc compile = torch.compile's warm-up steps minus as many steady steps;\n"
+              f"memory (MiB): state = parameters + Adam moments, arena, max RSS of tgc run, and "
+              f"the growth over tgc's own {mib(base_rss):.0f} MiB / over PyTorch's after import")
+        if not compiled:
+            print("torch.compile: " + ("skipped (--no-compile)" if torch_ok else "no PyTorch"))
         print(header)
         print("-" * len(header))
         toy_tir = os.path.join(work, "toy.tir")
@@ -265,20 +470,68 @@ def main():
             for shape in args.shapes.split(","):
                 B, L = (int(x) for x in shape.split("x"))
                 t, tir = bench_tgc(args.tgc, preset, B, L, args.steps, work, args.clock)
-                row = (f"{preset:6} {shape:6} | {t['median_s'] * 1e3:8.1f} ")
-                if torch_ok:
-                    p = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock)
-                    row += (f"{p['median_s'] * 1e3:9.1f} {t['median_s'] / p['median_s']:9.2f} | ")
-                else:
-                    row += f"{'-':>9} {'-':>9} | "
+                p = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock) \
+                    if torch_ok else None
+                c = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock, tc,
+                                args.compile_warmup, args.compile_timeout) if compiled else None
+                if c and "error" in c:
+                    print(f"torch.compile FAILED for {preset} {shape}: {c['error']}", flush=True)
+                c_ok = c and "error" not in c
+                row = f"{preset:6} {shape:6} | {t['median_s'] * 1e3:8.1f} "
+                row += (f"{p['median_s'] * 1e3:9.1f} {t['median_s'] / p['median_s']:9.2f} "
+                        if p else f"{'-':>9} {'-':>9} ")
+                row += (f"{c['median_s'] * 1e3:10.1f} {t['median_s'] / c['median_s']:11.2f} | "
+                        if c_ok else f"{'FAIL' if c else '-':>10} {'-':>11} | ")
                 row += (f"{t['graph_s']:7.2f} {t['cold_compile_s']:7.2f} "
-                        f"{t['cached_compile_s']:8.2f} | {mib(t['state_bytes']):6.0f} "
-                        f"{mib(t['arena_bytes']):6.0f} "
+                        f"{t['cached_compile_s']:8.2f} ")
+                row += f"{c['compile_s']:12.1f} | " if c_ok else f"{'-':>12} | "
+                row += (f"{mib(t['state_bytes']):6.0f} {mib(t['arena_bytes']):6.0f} "
                         f"{mib(t['maxrss']):7.0f} {mib(t['maxrss'] - base_rss):8.0f} ")
-                row += f"{mib(p['rss_growth']):10.0f}" if torch_ok else f"{'-':>10}"
+                row += f"{mib(p['rss_growth']):10.0f} " if p else f"{'-':>10} "
+                row += f"{mib(c['rss_growth']):7.0f}" if c_ok else f"{'-':>7}"
                 print(row, flush=True)
+                if c_ok and c.get("recompiled"):
+                    print(f"  note: torch.compile compiled again during the timed steps of "
+                          f"{preset} {shape} (raise --compile-warmup)")
+                results.append(dict(preset=preset, shape=shape, tgc=t, eager=p,
+                                    compile=c if c_ok else None,
+                                    compile_error=c["error"] if c and not c_ok else None))
+    print_work(results, peak)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": threads(), "clock": args.clock, "steps": args.steps,
+                       "peak_gflops": peak, "configurations": results}, f, indent=1)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
+
+
+def print_work(results, peak):
+    """The second table: FLOPs, achieved GFLOP/s (and of the peak), launches per step."""
+    def rate(flops, fig):
+        if not fig:
+            return f"{'-':>7} {'-':>5} "
+        g = flops / fig["median_s"] / 1e9
+        return f"{g:7.1f} {f'{100 * g / peak:4.0f}%' if peak else '-':>5} "
+
+    print("\nwork per step: GFLOP = matmuls (tgc compile --stats) + fused attention (model "
+          "FLOPs, same for all); GFLOP/s and % of the FMA peak;\nlaunches: tgc = generated "
+          "kernels + GEMMs + library kernels, eager = ATen kernels dispatched (views excluded), "
+          "compile = generated + extern kernels of the graphs run")
+    header = (f"{'preset':6} {'BxL':6} | {'GFLOP':>7} {'attn':>6} | {'tgc':>7} {'%pk':>5} "
+              f"{'eager':>7} {'%pk':>5} {'compile':>7} {'%pk':>5} | {'tgc launches':>22} "
+              f"{'eager':>6} {'compile':>7}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        t, p, c = r["tgc"], r["eager"], r["compile"]
+        attn = t["flops"] - t["matmul_flops"]
+        n, gen, gemm, lib = t["launches"]
+        row = (f"{r['preset']:6} {r['shape']:6} | {t['flops'] / 1e9:7.2f} {attn / 1e9:6.2f} | "
+               + rate(t["flops"], t) + rate(t["flops"], p) + rate(t["flops"], c)
+               + f"| {f'{n} ({gen}+{gemm}+{lib})':>22} "
+               + f"{p['launches'] if p else '-':>6} "
+               + f"{(c['launches'] or '?') if c else '-':>7}")
+        print(row)
 
 
 if __name__ == "__main__":
