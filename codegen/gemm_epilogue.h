@@ -72,6 +72,8 @@ struct GemmEpilogueOperands {
   const void* bias = nullptr;
   const void* addend = nullptr;
   const void* mask = nullptr;
+  // GemmDesc::sumB: receives sum over k of op(B)(k, j) for j < n (a bias gradient).
+  void* sumB = nullptr;
 };
 
 // The generated function: applies the epilogue's stages after the product to a rows x cols
