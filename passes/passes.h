@@ -24,5 +24,11 @@ bool runFuseFFN(Graph& g, PassContext& ctx);
 // mixed_precision.cpp: f32 matmuls compute in bf16 (operands cast, result cast back to f32);
 // everything else stays f32. Before autodiff (buildTrainStep with Precision::bf16).
 bool runMixedPrecision(Graph& g, PassContext& ctx);
+// rematerialize.cpp: saved values that a short chain of elementwise/layout ops recomputes
+// from values live anyway are recomputed in the backward instead of kept (after autodiff;
+// the forward is what outputs[0], the loss, depends on). buildTrainStep runs it last unless
+// TGC_NO_FUSION=1 or TGC_NO_REMAT=1 (rematerializeEnabled()).
+bool runRematerialize(Graph& g, PassContext& ctx);
+bool rematerializeEnabled();
 
 }  // namespace tgc

@@ -39,6 +39,10 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "ReLU -> dropout: the ReLU gradient tests the dropout's output D > 0 instead of the "
       "ReLU input and the keep mask, so only D is saved (after autodiff)",
       runFuseFFN);
+  add("rematerialize",
+      "saved values cheap to recompute (elementwise/layout chains of values live anyway: "
+      "dropout masks, transposes, casts) are recomputed in the backward (after autodiff)",
+      runRematerialize);
   add("mixed-precision",
       "autocast to bf16: f32 matmuls take bf16 casts of their operands and cast the product "
       "back to f32; every other op stays f32 (before autodiff)",

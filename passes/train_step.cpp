@@ -9,6 +9,7 @@
 #include "passes/autodiff.h"
 #include "passes/fusion.h"
 #include "passes/mixed_precision.h"
+#include "passes/passes.h"
 
 namespace tgc {
 
@@ -103,6 +104,10 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   }
   g.setOutputs(outs);
   g.topoSort();  // the new inputs were appended after their users' operands
+  if (rematerializeEnabled()) {  // cheap saved values recomputed in the backward
+    PassContext ctx;
+    runRematerialize(g, ctx);
+  }
   return params.size();
 }
 
