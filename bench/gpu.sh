@@ -10,13 +10,20 @@
 # 2. configures and builds (CMake, Ninja, -j$(nproc) capped at 16) the targets it runs;
 # 3. runs the CUDA tests: driver, GEMM (every kernel vs a float64 reference and the CPU
 #    GEMM), PTX through ptxas, every generated-kernel op and the tiny training step vs the
-#    CPU backend, fused attention vs the interpreter (cuda_runtime_tests, cuda_exec_tests,
-#    cuda_attention_tests, and cuda_ptx_tests when built);
+#    CPU backend, fused attention vs the interpreter, the trainer on the GPU vs the CPU
+#    trainer (cuda_runtime_tests, cuda_exec_tests, cuda_attention_tests, cuda_train_tests,
+#    and cuda_ptx_tests when built);
 # 4. GEMM TFLOP/s at the Transformer's shapes against cuBLAS (bench/cuda_gemm_bench);
 # 5. the base preset's training step (batch 64 x 64 tokens) compiled for the GPU and timed
 #    with `tgc run --backend cuda --repeat --profile` (forward fusions off: fused attention
 #    does not run on the GPU yet), with the most expensive launches;
-# 6. prints a summary: each step's status and time, the test counts, the GEMM table.
+# 6. a short `tgc train --target cuda` run of the README's task (tiny preset, 1500 steps,
+#    the state on the GPU, validation and the final test decoded on the CPU);
+# 7. the base step as `tgc train` builds it (forward fusions on) at 64 x 64 tokens on the
+#    GPU against PyTorch eager on the same GPU (bench/gpu_torch_step.py; it says "skipped"
+#    when torch with CUDA is not importable);
+# 8. prints a summary: each step's status and time, the test counts, the GEMM table, the
+#    training run's figures and the step-time comparison.
 # Logs go to BUILD_DIR/gpu-logs/. Exit status: 0 when every step passed, 1 when one failed,
 # 2 without a device (and without --no-device-ok).
 set -uo pipefail
@@ -96,7 +103,7 @@ mkdir -p "$logs"
 # ---- 2. build ----------------------------------------------------------------------------------
 export TGC_CACHE_DIR="$build/kernel-cache"
 if step configure 120 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release; then
-  targets=(tgc cuda_runtime_tests cuda_exec_tests cuda_attention_tests)
+  targets=(tgc cuda_runtime_tests cuda_exec_tests cuda_attention_tests cuda_train_tests)
   known="$(ninja -C "$build" -t targets all 2>/dev/null)"
   for optional in cuda_ptx_tests cuda_gemm_bench; do
     if grep -q "^$optional:" <<<"$known"; then
@@ -118,7 +125,7 @@ counts() {
   echo "passed $p, skipped $s, failed $f"
 }
 declare -a test_counts=()
-for t in cuda_runtime_tests cuda_exec_tests cuda_attention_tests cuda_ptx_tests; do
+for t in cuda_runtime_tests cuda_exec_tests cuda_attention_tests cuda_train_tests cuda_ptx_tests; do
   bin=$(find "$build/tests" -name "$t" -type f -perm -u+x 2>/dev/null | head -n 1)
   [[ -n "$bin" ]] || continue
   step "$t" 150 env TGC_EXE="$build/tools/tgc" "$bin" --gtest_color=no
@@ -138,7 +145,24 @@ if [[ -x "$build/tools/tgc" ]]; then
       --random-inputs 1 --repeat 10 --profile --timing-json "$build/base_step_cuda.json"
 fi
 
-# ---- 6. summary --------------------------------------------------------------------------------
+# ---- 6. training on the GPU ------------------------------------------------------------------
+if [[ -x "$build/tools/tgc" ]]; then
+  rm -rf "$build/gpu-train"
+  step gpu_train 150 "$build/tools/tgc" train "$root/models/transformer.tg" --preset tiny \
+    --target cuda --steps 1500 --valid-every 500 --samples 4 --out "$build/gpu-train"
+fi
+
+# ---- 7. the base step (fusions on) vs PyTorch eager on the same GPU --------------------------
+if [[ -x "$build/tools/tgc" ]]; then
+  step compile_base 60 "$build/tools/tgc" compile "$root/models/transformer.tg" --preset base \
+    --dim B=64 --dim S=64 --dim T=64 --train -o "$build/base_step_fused.tir" &&
+    step base_step 120 "$build/tools/tgc" run "$build/base_step_fused.tir" --backend cuda \
+      --random-inputs 1 --int-range 1,8000 --repeat 10 --timing-json "$build/base_step_fused.json" &&
+    step torch_step 90 python3 "$root/bench/gpu_torch_step.py" --tir "$build/base_step_fused.tir" \
+      --tgc-json "$build/base_step_fused.json" --preset base --batch 64 --len 64 --steps 10
+fi
+
+# ---- 8. summary --------------------------------------------------------------------------------
 echo
 echo "==== gpu.sh summary ($((SECONDS - start))s of a ${budget}s budget) ===="
 probe="$(cd "$build" 2>/dev/null && [[ -x bench/cuda_gemm_bench ]] && bench/cuda_gemm_bench --probe 2>&1)"
@@ -156,5 +180,16 @@ fi
 if [[ -f "$logs/train_step.log" ]]; then
   echo "-- base training step (B=64, S=T=64) on the GPU"
   grep -E -A12 'tgc run:|error' "$logs/train_step.log"
+fi
+if [[ -f "$logs/gpu_train.log" ]]; then
+  echo "-- tgc train --target cuda (tiny preset, built-in task, 1500 steps)"
+  grep -E 'compiled the training step|validation at|^steps |exact match|error' "$logs/gpu_train.log"
+fi
+if [[ -f "$logs/torch_step.log" ]]; then
+  echo "-- base training step (B=64, S=T=64, forward fusions on): tgc vs PyTorch eager, same GPU"
+  cat "$logs/torch_step.log"
+elif [[ -f "$logs/base_step.log" ]]; then
+  echo "-- base training step (B=64, S=T=64, forward fusions on) on the GPU"
+  grep -E 'tgc run:|error' "$logs/base_step.log"
 fi
 exit "$failed"

@@ -60,6 +60,7 @@ class CudaStepBackend final : public StepBackend {
       if (!tensors_.contains("ema." + name)) tensors_.copy("ema." + name, name);
     }
     tensors_.synchronize();
+    if (f32.empty()) return;
     if (!averages_ || averagedParams_ != f32) {
       averages_ = Step{cu::CudaExecutable::compile(*averagesGraph(f32), opts_), false};
       averagedParams_ = f32;
