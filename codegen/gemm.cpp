@@ -89,6 +89,8 @@ void GemmDesc::validate() const {
     for (int64_t s : strides)
       if (s < 0) bad(fmt::format("epilogue {}: negative batch stride", what));
   };
+  if (sumB && batchCount() != 1)
+    bad(fmt::format("sumB needs a single product, not a batch of {}", batchCount()));
   if (epilogue.addend) operand("addend", epilogue.ldAddend, epilogue.strideAddend);
   if (epilogue.mask != GemmMask::none) operand("mask", epilogue.ldMask, epilogue.strideMask);
 }
@@ -122,8 +124,28 @@ class Scratch {
 
 thread_local Scratch tPackA;
 thread_local Scratch tPackB;
+thread_local Scratch tSumB;  // per k block column sums of packed B (GemmDesc::sumB)
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// out[j] = sum over k of op(B)(k, j), straight from B: for products that pack nothing
+// (k == 0, alpha == 0, no rows).
+template <class T>
+void sumColumnsOfB(const GemmDesc& d, const T* b, T* out) {
+  for (int64_t j = 0; j < d.n; ++j) {
+    T s = 0;
+    for (int64_t k = 0; k < d.k; ++k) s += d.transB ? b[j * d.ldb + k] : b[k * d.ldb + j];
+    out[j] = s;
+  }
+}
+
+// Adds each column of a packed kc x W sliver: sums[j] = sum over k of sliver[k*W + j].
+template <class T>
+void sumSliver(const T* sliver, int64_t kc, int64_t W, T* sums) {
+  std::fill(sums, sums + W, T(0));
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t j = 0; j < W; ++j) sums[j] += sliver[k * W + j];
+}
 
 // C = beta * C for an m x n matrix (alpha == 0 or k == 0); beta == 0 writes zeros
 // without reading C, as BLAS does.
@@ -154,6 +176,7 @@ struct Epilogue {
   const unsigned char* mask = nullptr;
   int64_t ldMask = 0, maskBytes = 0;  // maskBytes: size of one mask element
   T scale = 1;
+  T* sumB = nullptr;  // GemmDesc::sumB's output (n values), else null
 
   // Applies it to the rows x cols block of C at (row, col); c is the product's C.
   void apply(T* c, int64_t ldc, int64_t row, int64_t col, int64_t rows, int64_t cols) const {
@@ -215,6 +238,7 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
              const T* b, T* c, const Epilogue<T>& epi, ThreadPool* pool, const PrefetchPlan& next = {}) {
   const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
   if (d.k == 0 || alpha == T(0)) {
+    if (epi.sumB) sumColumnsOfB(d, b, epi.sumB);
     scaleC(c, d.m, d.n, d.ldc, beta);
     if (epi.fn) epi.apply(c, d.ldc, 0, 0, d.m, d.n);
     return;
@@ -234,14 +258,19 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
     const int64_t panelRow = nSlivers * NR;
     T* bp = tPackB.get<T>(d.k * panelRow);
 
+    // Column sums (sumB): one row of panelRow partial sums per k block.
+    T* sums = epi.sumB ? tSumB.get<T>(kBlocks * panelRow) : nullptr;
     // Packing work: (k block, sliver) units; a range of them packs sliver runs per block.
     auto packUnits = [&](int64_t u0, int64_t u1) {
       for (int64_t kb = u0 / nSlivers; kb * nSlivers < u1; ++kb) {
         const int64_t s0 = std::max(u0, kb * nSlivers) - kb * nSlivers;
         const int64_t s1 = std::min(u1, (kb + 1) * nSlivers) - kb * nSlivers;
         const int64_t pc = kb * cfg.kc;
-        pack::packB(b, d.ldb, d.transB, jc, ncur, pc, std::min(cfg.kc, d.k - pc), cfg.nr, s0, s1,
-                    bp + pc * panelRow);
+        const int64_t kcur = std::min(cfg.kc, d.k - pc);
+        pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp + pc * panelRow);
+        if (sums)
+          for (int64_t s = s0; s < s1; ++s)
+            sumSliver(bp + pc * panelRow + s * kcur * NR, kcur, NR, sums + kb * panelRow + s * NR);
       }
     };
     const int64_t units = kBlocks * nSlivers;
@@ -249,6 +278,12 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
       pool->parallelForDynamic(units, ceilDiv(units, 4 * threads), packUnits);
     else
       packUnits(0, units);
+    if (sums)  // k blocks in order: the same sums whichever thread packed which block
+      for (int64_t j = 0; j < ncur; ++j) {
+        T total = 0;
+        for (int64_t kb = 0; kb < kBlocks; ++kb) total += sums[kb * panelRow + j];
+        epi.sumB[jc + j] = total;
+      }
 
     // Rows [i0, i0 + rows) times B slivers [js0, js1), over all of K: per kc step, pack
     // A (unless read directly), then walk the tiles with the B sliver (L1) outer and the
@@ -353,6 +388,10 @@ template <class T>
 void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool,
                           const GemmEpilogueOperands& operands) const {
   const int64_t count = d.batchCount();
+  if (d.sumB && d.n > 0) {
+    if (!operands.sumB) throw std::invalid_argument("gemm: sumB is set but its output is missing");
+    if (d.m == 0) sumColumnsOfB(d, b, static_cast<T*>(operands.sumB));  // no product runs
+  }
   if (count == 0 || d.m == 0 || d.n == 0) return;
   const Kernels<T> kern{reinterpret_cast<GemmMicroKernel<T>*>(kernel_),
                         reinterpret_cast<GemmMicroKernelDirectA<T>*>(kernelDirectA_)};
@@ -373,6 +412,7 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
     epi0.maskBytes = e.mask == GemmMask::nonzero ? 1 : static_cast<int64_t>(sizeof(T));
     epi0.scale = static_cast<T>(e.scale);
   }
+  if (d.sumB) epi0.sumB = static_cast<T*>(operands.sumB);
 
   // Element offsets of batch item `index` (batch dimensions in row-major order).
   struct Offsets {

@@ -13,6 +13,9 @@
 // rows, or of B slivers when there are few rows, from a shared counter, so the work
 // balances itself across cores that other load slows down unevenly.
 //
+// With GemmDesc::sumB the column sums of op(B) are taken from the packed slivers as they
+// are packed (per k block, added up in k-block order after the packing barrier).
+//
 // An epilogue (codegen/gemm_epilogue.h: bias, addend, activation, scale, mask) is applied
 // to each column of tiles right after the micro-kernel finishes its last K block, while
 // those MR-row slivers x NR columns are still in L1.
@@ -53,6 +56,11 @@ struct GemmDesc {
 
   // Applied to C after the product (empty: none); its operands come with the call.
   GemmEpilogue epilogue;
+  // Also writes the column sums of op(B), sum over k of op(B)(k, j) for j < n, to the
+  // call's GemmEpilogueOperands::sumB (the bias gradient db = sum of dY's rows next to
+  // dW = x^T dY). They are summed while B is packed, where each element of B passes
+  // exactly once, in an order that does not depend on the threads. A single product only.
+  bool sumB = false;
 
   // Contiguous row-major operands: lda/ldb/ldc set from the shapes.
   static GemmDesc contiguous(DType dtype, int64_t m, int64_t n, int64_t k, bool transA = false,

@@ -264,6 +264,59 @@ TEST(Gemm, BalancedChunksCoverEveryRowAndColumn) {
   }
 }
 
+// GemmDesc::sumB: the column sums of op(B) come out of the packing, for B as stored and
+// transposed, K over several kc blocks, N over several nc blocks, and the paths that pack
+// nothing (no rows, K = 0, alpha = 0); the product itself is unchanged; the sums are the
+// same bits on 1 and 3 threads.
+TEST(Gemm, SumBGivesTheColumnSumsOfOpB) {
+  struct Case {
+    int64_t m, n, k;
+    bool transB;
+    double alpha = 1.0;
+  };
+  const std::vector<Case> cases = {{5, 7, 3, false},     {64, 512, 513, false}, {20, 33, 1100, true},
+                                   {7, 1100, 2000, false}, {0, 9, 17, false},   {4, 6, 0, false},
+                                   {3, 40, 30, true, 0.0}};
+  for (const Case& t : cases) {
+    SCOPED_TRACE(::testing::Message() << "m=" << t.m << " n=" << t.n << " k=" << t.k << " tB=" << t.transB
+                                      << " alpha=" << t.alpha);
+    GemmDesc d = GemmDesc::contiguous(DType::f32, t.m, t.n, t.k, false, t.transB);
+    d.alpha = t.alpha;
+    d.sumB = true;
+    auto a = randomVector<float>(static_cast<size_t>(std::max<int64_t>(1, t.m * t.k)), 3);
+    auto b = randomVector<float>(std::max<size_t>(1, storedB(d)), 4);
+    std::vector<double> want(t.n, 0.0), absSum(t.n, 0.0);
+    for (int64_t j = 0; j < t.n; ++j)
+      for (int64_t k = 0; k < t.k; ++k) {
+        const double v = t.transB ? b[j * d.ldb + k] : b[k * d.ldb + j];
+        want[j] += v;
+        absSum[j] += std::abs(v);
+      }
+    std::vector<std::vector<float>> got;
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> c(static_cast<size_t>(std::max<int64_t>(1, t.m * t.n))), sums(t.n, -7.0f);
+      GemmEpilogueOperands ops;
+      ops.sumB = sums.data();
+      hostEngine(DType::f32).run(d, a.data(), b.data(), c.data(), &pool, ops);
+      for (int64_t j = 0; j < t.n; ++j)
+        ASSERT_NEAR(sums[j], want[j], (t.k + 4) * 1.2e-7 * absSum[j] + 1e-30) << "column " << j;
+      got.push_back(sums);
+    }
+    EXPECT_EQ(got[0], got[1]) << "the sums depend on the thread count";
+    GemmDesc plain = d;
+    plain.sumB = false;
+    ThreadPool pool(2);
+    checkGemm<float>(hostEngine(DType::f32), plain, pool);
+  }
+  GemmDesc d = GemmDesc::contiguous(DType::f32, 4, 4, 4);
+  d.sumB = true;
+  std::vector<float> a(16, 1.0f), b(16, 1.0f), c(16);
+  EXPECT_THROW(gemm(d, a.data(), b.data(), c.data()), std::invalid_argument) << "sumB without its output";
+  d.addBatch(2);
+  EXPECT_THROW(d.validate(), std::invalid_argument) << "sumB on a batch";
+}
+
 TEST(Gemm, InvalidDescriptionsAreRejected) {
   std::vector<float> buf(64);
   auto expectInvalid = [&](GemmDesc d, const std::string& what) {
