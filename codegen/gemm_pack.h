@@ -13,6 +13,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace tgc::codegen::pack {
 
@@ -22,11 +27,52 @@ inline constexpr int64_t kLine = 64 / sizeof(T);
 template <class T>
 inline constexpr int64_t kPrefetchAhead = 4 * kLine<T>;
 
+#if defined(__SSE2__)
+// transposeSliver for six full rows of floats (the AVX2 kernel's A slivers), four k at a
+// time: rows 0-3 by a 4x4 SSE transpose, rows 4-5 interleaved in pairs, so that each k
+// takes one 16-byte and one 8-byte store instead of six scalar ones. Returns the number of
+// k done (a multiple of 4); the caller does the rest.
+inline int64_t transposeSix(const float* src, int64_t ld, int64_t kc, float* dst) {
+  const float* r[6];
+  for (int i = 0; i < 6; ++i) r[i] = src + i * ld;
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    if (k % kLine<float> == 0)
+      for (int i = 0; i < 6; ++i) __builtin_prefetch(r[i] + k + kPrefetchAhead<float>);
+    __m128 t0 = _mm_loadu_ps(r[0] + k), t1 = _mm_loadu_ps(r[1] + k);
+    __m128 t2 = _mm_loadu_ps(r[2] + k), t3 = _mm_loadu_ps(r[3] + k);
+    _MM_TRANSPOSE4_PS(t0, t1, t2, t3);  // t_j = (r0[k+j], r1[k+j], r2[k+j], r3[k+j])
+    const __m128 r4 = _mm_loadu_ps(r[4] + k), r5 = _mm_loadu_ps(r[5] + k);
+    const __m128 lo = _mm_unpacklo_ps(r4, r5), hi = _mm_unpackhi_ps(r4, r5);
+    float* d = dst + k * 6;
+    _mm_storeu_ps(d, t0);
+    _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), lo);
+    _mm_storeu_ps(d + 6, t1);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(d + 10), lo);
+    _mm_storeu_ps(d + 12, t2);
+    _mm_storel_pi(reinterpret_cast<__m64*>(d + 16), hi);
+    _mm_storeu_ps(d + 18, t3);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(d + 22), hi);
+  }
+  return k;
+}
+#endif
+
 // dst[k*W + i] = src[i*ld + k] for i < w, 0 for w <= i < W, k < kc.
 // kW is W when known at compile time, else 0 and W is given at run time.
 template <class T, int kW>
 void transposeSliver(const T* src, int64_t ld, int64_t w, int64_t kc, int runtimeW, T* dst) {
   const int64_t W = kW > 0 ? kW : runtimeW;
+#if defined(__SSE2__)
+  if constexpr (kW == 6 && std::is_same_v<T, float>) {
+    if (w == 6) {
+      const int64_t done = transposeSix(src, ld, kc, dst);
+      for (int64_t k = done; k < kc; ++k)
+        for (int64_t i = 0; i < 6; ++i) dst[k * 6 + i] = src[i * ld + k];
+      return;
+    }
+  }
+#endif
   if (w == W) {
     // A cache line of each row at a time, row by row: rows ld apart often share cache
     // sets (ld a power of two), so touching all W rows per k would thrash L1.
