@@ -181,6 +181,7 @@ bool runFuseFFN(Graph& g, PassContext&) {
     w->setOperand(1, value->result());
   }
   eraseDead(g, std::move(replaced));
+  g.topoSort();  // D may come after the ReLU gradient in a hand-written order
   return !matches.empty();
 }
 
