@@ -101,7 +101,8 @@ double relativeL2(const std::vector<double>& x, const std::vector<double>& ref) 
 // bf16 only where the matmuls are: their operands' casts, the products, the weight gradients'
 // sums over the batch (one contraction with the product on every backend) and views; the
 // parameters, every output (the new f32 master weights and moments), layer_norm, softmax,
-// the fused attention and cross-entropy and the optimizer stay f32; each weight is cast once.
+// the fused attention and cross-entropy and the optimizer stay f32; a weight is cast once (and
+// maybe recomputed once for the backward).
 TEST(MixedPrecision, OnlyTheMatmulsAreBf16) {
   const Step f32 = tinyStep(DType::f32);
   const Step bf16 = tinyStep(DType::bf16);
@@ -131,7 +132,12 @@ TEST(MixedPrecision, OnlyTheMatmulsAreBf16) {
       ++weightCasts[n->operand(0)];
   }
   EXPECT_GT(weightCasts.size(), 20u);
-  for (const auto& [w, casts] : weightCasts) EXPECT_EQ(casts, 1) << w->name();
+  // Once for the forward, and once more where passes/rematerialize.cpp recomputes the cast
+  // for the backward instead of keeping the bf16 copy alive in between.
+  for (const auto& [w, casts] : weightCasts) {
+    EXPECT_GE(casts, 1) << w->name();
+    EXPECT_LE(casts, 2) << w->name();
+  }
   for (Node* in : bf16.graph->inputs())
     if (isFloat(in->result()->type().dtype)) {
       EXPECT_EQ(in->result()->type().dtype, DType::f32) << in->result()->name();
