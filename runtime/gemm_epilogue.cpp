@@ -114,6 +114,17 @@ class Folder {
     });
   }
 
+  // Whether `n` is v's only reader. A bool mask only kernels compute (a dropout's keep
+  // mask from philox_uniform) is still worth storing for the epilogue when nothing else
+  // reads it and the where's result is stored anyway (the FFN's hidden dropout, which the
+  // next GEMM reads): one byte an element written and read replaces writing the product
+  // and reading it back in the where's kernel, at the same number of launches.
+  bool soleReader(const Value* v, const Node& n) const {
+    auto it = users_.find(v);
+    return it != users_.end() && it->second.size() == 1 && it->second[0] == &n &&
+           !outputs_.count(v);
+  }
+
   // Matches `next` (consuming cur) as a stage at or after `stage`; returns the stage it
   // took, or kDone.
   Stage match(const Node& next, const Value* cur, Stage stage, FoldedEpilogue& e) const {
@@ -173,7 +184,7 @@ class Folder {
             test->operand(0)->type() == t && inMemory(test->operand(0))) {
           e.stages.mask = GemmMask::positive;
           e.mask = test->operand(0);
-        } else if (inMemory(cond)) {
+        } else if (inMemory(cond) || (soleReader(cond, next) && inMemory(next.result()))) {
           e.stages.mask = GemmMask::nonzero;
           e.mask = cond;
         } else {

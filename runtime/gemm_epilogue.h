@@ -12,7 +12,8 @@
 //   relu(v), gelu(v)       the activation (gelu with approximate "none" or "tanh")
 //   mul(v, c)              c a scalar constant: the scale
 //   where(gt(h, 0), v, 0)  the ReLU gradient dH * (H > 0): mask h, kept where h > 0
-//   where(m, v, 0)         m a bool of v's shape: kept where m is true
+//   where(m, v, 0)         m a bool of v's shape: kept where m is true (m in memory anyway,
+//                          or read only here while the where's result is stored: dropout)
 //
 // (add, mul and the scalar constants match in either operand order.) The chain becomes
 // the matmul alone, moved to where its last node was (so every epilogue operand is

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ir/interpreter.h"
@@ -143,6 +144,58 @@ TEST(GemmEpilogueFold, FfnForwardAndReluGradient) {
   }
 }
 
+// The FFN forward with dropout on the hidden activations, as the frontend writes it: its
+// output d is stored anyway (the second GEMM reads it, and it is returned), so the keep mask
+// is stored for GEMM1's epilogue and the hidden activation h never exists in memory.
+const char* kFfnDropout = R"(
+graph @ffn_dropout {
+  %x = input() : T[3,7,13]
+  %w1 = input() : T[13,33]
+  %b1 = input() : T[33]
+  %w2 = input() : T[33,5]
+  %seed = input() : i64[]
+  %off = input() : i64[]
+  %y = matmul(%x, %w1) : T[3,7,33]
+  %y1 = add(%y, %b1) : T[3,7,33]
+  %h = relu(%y1) : T[3,7,33]
+  %rand = philox_uniform(%seed, %off) : T[3,7,33]
+  %p = constant() {value=[0.25]} : T[]
+  %keep = ge(%rand, %p) : bool[3,7,33]
+  %s = constant() {value=[1.3333333333333333]} : T[]
+  %hs = mul(%h, %s) : T[3,7,33]
+  %zero = constant() {value=[0.0]} : T[]
+  %d = where(%keep, %hs, %zero) : T[3,7,33]
+  %o = matmul(%d, %w2) : T[3,7,5]
+  return %o, %d
+}
+)";
+
+TEST(GemmEpilogueFold, FfnDropoutMaskInTheEpilogue) {
+  auto g = parse(kFfnDropout);
+  auto folded = runtime::foldGemmEpilogues(*g);
+  ASSERT_EQ(folded.size(), 1u);
+  const runtime::FoldedEpilogue& e = folded.begin()->second;
+  EXPECT_TRUE(e.stages.bias);
+  EXPECT_EQ(e.stages.activation, GemmActivation::relu);
+  EXPECT_EQ(e.stages.scale, static_cast<double>(static_cast<float>(1.3333333333333333)));
+  EXPECT_EQ(e.stages.mask, GemmMask::nonzero);
+  EXPECT_EQ(g->findValue("h"), nullptr);
+  EXPECT_EQ(g->findValue("hs"), nullptr);
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    auto graph = parse(kFfnDropout, dt);
+    expectMatches(*graph, {2, 1});  // the keep mask's kernel, GEMM1 with d's epilogue, GEMM2
+    // Bit for bit the values of the unfolded stream (GEMM, then one kernel for the rest).
+    auto in = testing::randomInputs(*graph, 9);
+    auto fused = runtime::Executable::compile(*graph, testing::testExecOptions())->run(in);
+    setenv("TGC_NO_GEMM_EPILOGUE", "1", 1);
+    auto plain = runtime::Executable::compile(*graph, testing::testExecOptions())->run(in);
+    unsetenv("TGC_NO_GEMM_EPILOGUE");
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_EQ(std::memcmp(fused[i].data(), plain[i].data(), fused[i].nbytes()), 0) << "output " << i;
+  }
+}
+
 TEST(GemmEpilogueFold, EveryStageInOneGemm) {
   auto g = parse(kAllStages);
   auto folded = runtime::foldGemmEpilogues(*g);
@@ -210,18 +263,32 @@ TEST(GemmEpilogueFold, NearMissesDoNotFold) {
     %q = where(%m, %zero, %p) : T[5,7]
     %r = mul(%q, %s) : T[5,7]
     return %r)"), 1);
-  // A dropout mask made by a kernel from philox_uniform, read only by kernels: it stays
-  // inside the dropout kernel instead of being stored for the epilogue. Likewise an addend
-  // only a kernel computes and reads (exp(s)).
+  // A dropout mask made by a kernel from philox_uniform whose where feeds a kernel (the
+  // residual add): the mask stays inside that kernel instead of being stored for the
+  // epilogue. Likewise a mask also read elsewhere (the backward), and an addend only a
+  // kernel computes and reads (exp(s)).
   expectNoFold(withProduct(R"(
     %seed = input() : i64[]
     %off = constant() {value=[0.0]} : i64[]
     %rand = philox_uniform(%seed, %off) : T[5,7]
     %p1 = constant() {value=[0.1]} : T[]
     %keep = ge(%rand, %p1) : bool[5,7]
+    %x = input() : T[5,7]
     %zero = constant() {value=[0.0]} : T[])", R"(
     %q = where(%keep, %p, %zero) : T[5,7]
-    return %q)"), 1);
+    %r = add(%x, %q) : T[5,7]
+    return %r)"), 1);
+  expectNoFold(withProduct(R"(
+    %seed = input() : i64[]
+    %off = constant() {value=[0.0]} : i64[]
+    %rand = philox_uniform(%seed, %off) : T[5,7]
+    %p1 = constant() {value=[0.1]} : T[]
+    %keep = ge(%rand, %p1) : bool[5,7]
+    %g = input() : T[5,7]
+    %zero = constant() {value=[0.0]} : T[])", R"(
+    %q = where(%keep, %p, %zero) : T[5,7]
+    %dg = where(%keep, %g, %zero) : T[5,7]
+    return %q, %dg)"), 3);
   expectNoFold(withProduct(R"(
     %s = input() : T[5,7]
     %e = exp(%s) : T[5,7])", R"(
