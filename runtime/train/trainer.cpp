@@ -269,9 +269,7 @@ int Trainer::stepFor(int bucket) {
   compileSeconds_ += s;
   const CompiledStepInfo info = backend_->info(slot);
   say(fmt::format("compiled the training step for {}x{}{} in {:.1f} s ({} kernels, {} from the cache)",
-                  shape.srcLen, shape.tgtLen,
-                  onTarget_, s, info.distinctKernels,
-                  info.cacheHits));
+                  shape.srcLen, shape.tgtLen, onTarget_, s, info.distinctKernels, info.cacheHits));
   return slot;
 }
 
