@@ -81,8 +81,9 @@ class MicroKernelEmitter {
 
  private:
   llvm::FunctionType* signature();
-  // One MR x NR tile (rows >= mr skipped): an internal function, always inlined.
-  llvm::Function* emitTile(const std::string& name);
+  // One rows x NR tile (rows <= MR; rows >= the mr argument skipped): an internal
+  // function, always inlined.
+  llvm::Function* emitTile(const std::string& name, int rows);
   using Accs = std::vector<llvm::Value*>;  // mr * nvec, row-major
 
   llvm::Value* c64(int64_t v) { return llvm::ConstantInt::get(i64_, v); }
@@ -120,6 +121,7 @@ class MicroKernelEmitter {
   llvm::Type* ptrTy_;
   int nvec_;
   llvm::Function* fn_ = nullptr;
+  int rows_ = 0;                     // rows of A the tile being emitted computes (<= MR)
   llvm::Value* ap_ = nullptr;        // packed A sliver
   std::vector<llvm::Value*> aRows_;  // direct A: the MR row pointers
   llvm::Value* bp_ = nullptr;
@@ -138,7 +140,7 @@ void MicroKernelEmitter::emitStep(Accs& acc, llvm::Value* k) {
     auto* p = b_.CreateConstInBoundsGEP1_64(elemTy_, bRow, int64_t{j} * cfg_.lanes);
     bv[j] = b_.CreateAlignedLoad(vecTy_, p, vecAlign(), "b");
   }
-  for (int i = 0; i < cfg_.mr; ++i) {
+  for (int i = 0; i < rows_; ++i) {
     auto* a = b_.CreateVectorSplat(cfg_.lanes, b_.CreateAlignedLoad(elemTy_, aAddr(i, k), elemAlign(), "a"));
     for (int j = 0; j < nvec_; ++j) acc[i * nvec_ + j] = fma(a, bv[j], acc[i * nvec_ + j]);
   }
@@ -189,19 +191,19 @@ void MicroKernelEmitter::emitStore(const Accs& acc, llvm::Value* c, llvm::Value*
   auto* edgeBB = llvm::BasicBlock::Create(ctx_, "edge", fn_);
   auto* doneBB = llvm::BasicBlock::Create(ctx_, "done", fn_);
   auto* betaZero = b_.CreateFCmpOEQ(beta, llvm::ConstantFP::get(elemTy_, 0.0), "beta.zero");
-  auto* isFull = b_.CreateAnd(b_.CreateICmpEQ(mr, c64(cfg_.mr)), b_.CreateICmpEQ(nr, c64(cfg_.nr)));
+  auto* isFull = b_.CreateAnd(b_.CreateICmpEQ(mr, c64(rows_)), b_.CreateICmpEQ(nr, c64(cfg_.nr)));
   b_.CreateCondBr(isFull, fullBB, edgeBB);
 
   // Whole tile: plain (unaligned) vector stores; C is not read when beta == 0.
   b_.SetInsertPoint(fullBB);
   b_.CreateCondBr(betaZero, fullOverwriteBB, fullUpdateBB);
   b_.SetInsertPoint(fullOverwriteBB);
-  for (int i = 0; i < cfg_.mr; ++i)
+  for (int i = 0; i < rows_; ++i)
     for (int j = 0; j < nvec_; ++j)
       b_.CreateAlignedStore(scaled[i * nvec_ + j], rowPtr(i, j), elemAlign());
   b_.CreateBr(doneBB);
   b_.SetInsertPoint(fullUpdateBB);
-  for (int i = 0; i < cfg_.mr; ++i)
+  for (int i = 0; i < rows_; ++i)
     for (int j = 0; j < nvec_; ++j) {
       auto* p = rowPtr(i, j);
       auto* old = b_.CreateAlignedLoad(vecTy_, p, elemAlign(), "c");
@@ -221,9 +223,9 @@ void MicroKernelEmitter::emitStore(const Accs& acc, llvm::Value* c, llvm::Value*
     masks[j] = b_.CreateICmpSLT(lanes, b_.CreateVectorSplat(cfg_.lanes, remain), "mask");
   }
   auto* zero = llvm::ConstantAggregateZero::get(vecTy_);
-  for (int i = 0; i < cfg_.mr; ++i) {
+  for (int i = 0; i < rows_; ++i) {
     auto* rowBB = llvm::BasicBlock::Create(ctx_, fmt::format("edge.row{}", i), fn_);
-    auto* nextBB = i + 1 < cfg_.mr ? llvm::BasicBlock::Create(ctx_, fmt::format("edge.after{}", i), fn_)
+    auto* nextBB = i + 1 < rows_ ? llvm::BasicBlock::Create(ctx_, fmt::format("edge.after{}", i), fn_)
                                    : doneBB;
     b_.CreateCondBr(b_.CreateICmpSLT(c64(i), mr), rowBB, doneBB);
     b_.SetInsertPoint(rowBB);
@@ -251,7 +253,17 @@ llvm::FunctionType* MicroKernelEmitter::signature() {
 llvm::Function* MicroKernelEmitter::emit(std::string_view name) {
   const bool direct = form_ == GemmAForm::direct;
   const std::string outer(name);
-  llvm::Function* tile = emitTile(outer + ".tile");
+  // The full tile, and tiles of a third and two thirds of MR rows for the last sliver of
+  // a block whose rows are not a multiple of MR (128 rows = 21 x 6 + 2: the 2-row tile
+  // does a third of the FMAs of a full one). A remainder runs on the smallest of them that
+  // covers it. Two short tiles, each called from one place, rather than one per row count
+  // keep the JIT time down.
+  llvm::Function* tile = emitTile(outer + ".tile", cfg_.mr);
+  const int small = cfg_.mr / 3, large = 2 * cfg_.mr / 3;  // 2 and 4 rows for MR = 6
+  llvm::Function* smallTile = small >= 1 ? emitTile(fmt::format("{}.tile{}", outer, small), small) : nullptr;
+  llvm::Function* largeTile =
+      large > small ? emitTile(fmt::format("{}.tile{}", outer, large), large) : nullptr;
+  const int shortMax = largeTile ? large : small;  // remainders up to this take a short tile
 
   auto* fn = llvm::Function::Create(signature(), llvm::Function::ExternalLinkage, outer, m_);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
@@ -271,33 +283,62 @@ llvm::Function* MicroKernelEmitter::emit(std::string_view name) {
   llvm::Value* ldc = args[4 + o];
   llvm::Value* m = args[5 + o];
   m->setName("m");
+  // The arguments of the tile at `row` computing `rows` rows.
+  auto tileArgs = [&](llvm::Value* row, llvm::Value* rows) {
+    std::vector<llvm::Value*> call = args;
+    call[1] = direct ? b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, lda))
+                     : b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, kc));  // slivers are kc*MR apart
+    call[3 + o] = b_.CreateInBoundsGEP(elemTy_, c, b_.CreateMul(row, ldc));
+    call[5 + o] = rows;
+    return call;
+  };
 
-  // for (s = 0; s * MR < m; ++s) tile(A sliver s, C rows s*MR.., min(MR, m - s*MR) rows)
+  // for (row = 0; row < loopEnd; row += MR) tile(row, min(MR, m - row)), where loopEnd
+  // stops before a remainder that a short tile takes; then that short tile.
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn);
   auto* loop = llvm::BasicBlock::Create(ctx_, "sliver", fn);
+  auto* tail = llvm::BasicBlock::Create(ctx_, "tail", fn);
   auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
   b_.SetInsertPoint(entry);
-  b_.CreateCondBr(b_.CreateICmpSGT(m, c64(0)), loop, exit);
+  auto* rem = b_.CreateSRem(m, c64(cfg_.mr), "rem");
+  auto* shortRem = b_.CreateAnd(b_.CreateICmpSGT(rem, c64(0)), b_.CreateICmpSLE(rem, c64(shortMax)), "short.rem");
+  auto* loopEnd = b_.CreateSelect(shortRem, b_.CreateSub(m, rem), m, "loop.end");
+  b_.CreateCondBr(b_.CreateICmpSGT(loopEnd, c64(0)), loop, tail);
   b_.SetInsertPoint(loop);
   auto* row = b_.CreatePHI(i64_, 2, "row");
-  std::vector<llvm::Value*> call = args;
-  call[1] = direct ? b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, lda))
-                   : b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, kc));  // slivers are kc*MR apart
-  call[3 + o] = b_.CreateInBoundsGEP(elemTy_, c, b_.CreateMul(row, ldc));
   auto* left = b_.CreateSub(m, row);
-  call[5 + o] = b_.CreateSelect(b_.CreateICmpSLT(left, c64(cfg_.mr)), left, c64(cfg_.mr), "mr");
-  b_.CreateCall(tile, call);
+  b_.CreateCall(tile, tileArgs(row, b_.CreateSelect(b_.CreateICmpSLT(left, c64(cfg_.mr)), left, c64(cfg_.mr), "mr")));
   auto* next = b_.CreateAdd(row, c64(cfg_.mr));
-  b_.CreateCondBr(b_.CreateICmpSLT(next, m), loop, exit);
+  b_.CreateCondBr(b_.CreateICmpSLT(next, loopEnd), loop, tail);
   row->addIncoming(c64(0), entry);
   row->addIncoming(next, loop);
+
+  b_.SetInsertPoint(tail);
+  if (smallTile) {
+    auto* smallBB = llvm::BasicBlock::Create(ctx_, "tail.small", fn);
+    auto* notSmallBB = llvm::BasicBlock::Create(ctx_, "tail.not.small", fn);
+    b_.CreateCondBr(b_.CreateAnd(shortRem, b_.CreateICmpSLE(rem, c64(small))), smallBB, notSmallBB);
+    b_.SetInsertPoint(smallBB);
+    b_.CreateCall(smallTile, tileArgs(loopEnd, rem));
+    b_.CreateBr(exit);
+    b_.SetInsertPoint(notSmallBB);
+  }
+  if (largeTile) {
+    auto* largeBB = llvm::BasicBlock::Create(ctx_, "tail.large", fn);
+    b_.CreateCondBr(shortRem, largeBB, exit);
+    b_.SetInsertPoint(largeBB);
+    b_.CreateCall(largeTile, tileArgs(loopEnd, rem));
+  }
+  b_.CreateBr(exit);
   b_.SetInsertPoint(exit);
   b_.CreateRetVoid();
   return fn;
 }
 
-llvm::Function* MicroKernelEmitter::emitTile(const std::string& name) {
+llvm::Function* MicroKernelEmitter::emitTile(const std::string& name, int rows) {
   const bool direct = form_ == GemmAForm::direct;
+  rows_ = rows;
+  aRows_.clear();
   fn_ = llvm::Function::Create(signature(), llvm::Function::InternalLinkage, name, m_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   fn_->addFnAttr(llvm::Attribute::AlwaysInline);
@@ -327,7 +368,7 @@ llvm::Function* MicroKernelEmitter::emitTile(const std::string& name) {
   if (direct) {
     // Rows past mr alias the last valid row: they are computed, never stored, and A is
     // never read outside the matrix.
-    for (int i = 0; i < cfg_.mr; ++i) {
+    for (int i = 0; i < rows_; ++i) {
       auto* row = b_.CreateSelect(b_.CreateICmpSLT(c64(i), mr), c64(i), b_.CreateSub(mr, c64(1)));
       aRows_.push_back(b_.CreateInBoundsGEP(elemTy_, a, b_.CreateMul(row, lda), fmt::format("a.row{}", i)));
     }
@@ -340,16 +381,17 @@ llvm::Function* MicroKernelEmitter::emitTile(const std::string& name) {
   // row of NR elements may straddle two cache lines. Prefetches never fault, so the rows
   // past the matrix's end are harmless.
   const int lineElems = 64 / cfg_.elementBytes();
-  for (int i = 0; i < 2 * cfg_.mr; ++i) {
+  for (int i = 0; i < (rows_ == cfg_.mr ? 2 * rows_ : rows_); ++i) {
     auto* row = b_.CreateGEP(elemTy_, c, b_.CreateMul(ldc, c64(i)));
     for (int col = 0; col < cfg_.nr; col += lineElems) prefetch(b_.CreateConstGEP1_64(elemTy_, row, col), 1);
     prefetch(b_.CreateConstGEP1_64(elemTy_, row, cfg_.nr - 1), 1);
   }
 
   // k in [0, kMain) by kUnroll steps, then [kMain, kc) one step at a time.
-  const int u = cfg_.kUnroll;
+  // Short tiles run once per block at most: no unrolling, which keeps the JIT time down.
+  const int u = rows_ == cfg_.mr ? cfg_.kUnroll : 1;
   auto* kMain = b_.CreateSub(kc, b_.CreateSRem(kc, c64(u)), "k.main.end");
-  const Accs zeros(cfg_.mr * nvec_, llvm::ConstantAggregateZero::get(vecTy_));
+  const Accs zeros(static_cast<size_t>(rows_) * nvec_, llvm::ConstantAggregateZero::get(vecTy_));
   auto* mainPre = llvm::BasicBlock::Create(ctx_, "k.main.pre", fn_);
   auto* mid = llvm::BasicBlock::Create(ctx_, "k.mid", fn_);
   b_.CreateCondBr(b_.CreateICmpSGT(kMain, c64(0)), mainPre, mid);
