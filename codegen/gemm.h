@@ -8,10 +8,13 @@
 // JIT-compiled (codegen/gemm_kernel.h) computes the MR x NR tiles of C. When B has few
 // columns, A is read in place instead of packed (each A sliver would serve too few tiles).
 //
-// Threads: batch items are handed out whole when there are enough of them; otherwise
-// each product packs B for all of K (one barrier per nc columns) and hands out blocks of
-// rows, or of B slivers when there are few rows, from a shared counter, so the work
-// balances itself across cores that other load slows down unevenly.
+// Threads: batch items are handed out whole when there are enough of them, in runs of
+// consecutive items, the next item's A and B prefetched into L2 while the current one
+// runs (small items wait on their operands otherwise); else each product packs B for all
+// of K (one barrier per nc columns) and hands out blocks of rows, or of B slivers when
+// there are few rows, from a shared counter, so the work balances itself across cores
+// that other load slows down unevenly. The chunk count is a multiple of the thread count
+// and chunks differ by at most one sliver, so that idle cores get equal shares.
 //
 // With GemmDesc::sumB the column sums of op(B) are taken from the packed slivers as they
 // are packed (per k block, added up in k-block order after the packing barrier).

@@ -13,7 +13,8 @@
 //
 // The generated function runs that tile code (inlined) over all the MR-row slivers of a
 // block of m rows against one B sliver, so one call covers a column of tiles: the call
-// overhead is paid once per B sliver, not once per tile.
+// overhead is paid once per B sliver, not once per tile. A last sliver of at most 2MR/3
+// rows runs on a tile of MR/3 or 2MR/3 rows instead of a full one.
 //
 // A second form reads A unpacked from a row-major matrix (lda apart), for products whose
 // A would be reused too little to repay packing it (few columns of B).
