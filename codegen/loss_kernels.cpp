@@ -5,6 +5,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -24,6 +25,19 @@ namespace {
 // the instruction set.
 template <class T>
 inline constexpr int kLanes = 64 / static_cast<int>(sizeof(T));
+
+// Half of the kLanes lanes as one GCC vector of 32 bytes: an AVX2 register (two SSE ones in
+// the portable build). A 64-byte vector would be split element by element on AVX2.
+template <class T>
+struct HalfVec;
+template <>
+struct HalfVec<float> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct HalfVec<double> {
+  typedef double type __attribute__((vector_size(32)));
+};
 
 template <class T>
 struct Bits;
@@ -93,6 +107,46 @@ TGC_INLINE T expOne(T x) {
   return p * pow2<T>(toInt(n1)) * pow2<T>(toInt(n - n1));
 }
 
+// exp(x) for the arguments the loss kernels take, x - max and x - lse, which are <= 0: one
+// 2^n scaling instead of expOne's two, because x is first clamped to where e^x is still a
+// normal number (e^-87 ~ 1.6e-38 in f32, e^-708 in f64). Below that the result is that
+// smallest normal instead of a subnormal or 0: off by < 2e-38 (f32) absolutely, which no sum
+// with exp(0) = 1 in it, nor a probability, can tell. Above 88 (f32; 709 f64: only with an lse
+// that is not the forward's) it gives e^88. NaN passes the clamps and gives NaN. About a fifth
+// fewer instructions than expOne in the loops that are bound by it.
+template <class T>
+TGC_INLINE T expNonPositive(T x) {
+  constexpr bool f32 = sizeof(T) == 4;
+  constexpr T lo = f32 ? T(-87) : T(-708), hi = f32 ? T(88) : T(709);
+  constexpr T ln2hi = f32 ? T(0.693359375) : T(0.693145751953125);
+  constexpr T ln2lo = f32 ? T(-2.12194440e-4) : T(1.42860682030941723212e-6);
+  constexpr T shift = Bits<T>::kShift;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const T n = (x * T(1.4426950408889634) + shift) - shift;
+  const T r = (x - n * ln2hi) - n * ln2lo;
+  T p;
+  if constexpr (f32) {
+    p = T(1.9875691500E-4);
+    p = p * r + T(1.3981999507E-3);
+    p = p * r + T(8.3334519073E-3);
+    p = p * r + T(4.1665795894E-2);
+    p = p * r + T(1.6666665459E-1);
+    p = p * r + T(5.0000001201E-1);
+    p = p * (r * r) + r + T(1);
+  } else {
+    constexpr auto kInvFact = [] {
+      std::array<double, 14> c{};
+      c[0] = 1;
+      for (int k = 1; k < 14; ++k) c[k] = c[k - 1] / k;
+      return c;
+    }();
+    p = T(kInvFact[13]);
+    for (int k = 12; k >= 0; --k) p = p * r + T(kInvFact[k]);
+  }
+  return p * pow2<T>(toInt(n));
+}
+
 template <class T>
 TGC_INLINE T sumLanes(T (&a)[kLanes<T>]) {
   for (int w = kLanes<T> / 2; w >= 1; w /= 2)
@@ -121,23 +175,34 @@ TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, cons
   const T eps = static_cast<T>(s.smoothing);
   for (int64_t r = begin; r < end; ++r) {
     const T* x = logits + r * v;
-    T mx[L], sx[L];
-    for (int l = 0; l < L; ++l) mx[l] = -std::numeric_limits<T>::infinity(), sx[l] = 0;
+    // Sweep 1: the max and the sum of the logits, on whole vectors (GCC does not vectorize a
+    // lane loop of `a > b ? a : b` without -ffinite-math-only; it ran this sweep as scalar
+    // maxss). Lane l holds elements l, l + L, ... as in the scalar tail below.
+    using Vec = typename HalfVec<T>::type;
+    constexpr int H = L / 2;
+    Vec mv[2] = {}, sv[2] = {};
+    mv[0] -= std::numeric_limits<T>::infinity();  // every lane -inf
+    mv[1] = mv[0];
     for (int64_t i = 0; i < full; i += L)
-      for (int l = 0; l < L; ++l) {
-        mx[l] = x[i + l] > mx[l] ? x[i + l] : mx[l];
-        sx[l] += x[i + l];
+      for (int h = 0; h < 2; ++h) {
+        Vec xv;
+        std::memcpy(&xv, x + i + h * H, sizeof xv);
+        mv[h] = xv > mv[h] ? xv : mv[h];
+        sv[h] += xv;
       }
+    T mx[L], sx[L];
+    for (int l = 0; l < L; ++l) mx[l] = mv[l / H][l % H], sx[l] = sv[l / H][l % H];
     for (int64_t i = full; i < v; ++i) {
       mx[i - full] = x[i] > mx[i - full] ? x[i] : mx[i - full];
       sx[i - full] += x[i];
     }
-    const T m = maxLanes<T>(mx), total = sumLanes<T>(sx);
+    const T m = maxLanes<T>(mx);
+    // Sweep 2 (the row is in L1/L2 now): the sum of exp(x - m).
     T se[L] = {};
     for (int64_t i = 0; i < full; i += L)
-      for (int l = 0; l < L; ++l) se[l] += expOne<T>(x[i + l] - m);
-    for (int64_t i = full; i < v; ++i) se[i - full] += expOne<T>(x[i] - m);
-    const T logSum = std::log(sumLanes<T>(se));
+      for (int l = 0; l < L; ++l) se[l] += expNonPositive<T>(x[i + l] - m);
+    for (int64_t i = full; i < v; ++i) se[i - full] += expNonPositive<T>(x[i] - m);
+    const T logSum = std::log(sumLanes<T>(se)), total = sumLanes<T>(sx);
     const int64_t t = targetAt(targets, s.targetType, r);
     const int64_t tt = t < 0 || t >= v ? 0 : t;
     lse[r] = m + logSum;
@@ -164,9 +229,9 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
     }
     const T g = dloss[r], l = lse[r];
     for (int64_t i = 0; i < full; i += L)
-      for (int k = 0; k < L; ++k) dx[i + k] = g * (expOne<T>(x[i + k] - l) - uniform);
-    for (int64_t i = full; i < v; ++i) dx[i] = g * (expOne<T>(x[i] - l) - uniform);
-    dx[t] = g * (expOne<T>(x[t] - l) - (T(1) - eps) - uniform);
+      for (int k = 0; k < L; ++k) dx[i + k] = g * (expNonPositive<T>(x[i + k] - l) - uniform);
+    for (int64_t i = full; i < v; ++i) dx[i] = g * (expNonPositive<T>(x[i] - l) - uniform);
+    dx[t] = g * (expNonPositive<T>(x[t] - l) - (T(1) - eps) - uniform);
   }
 }
 
@@ -227,11 +292,16 @@ struct Kernels {
                       int64_t, int64_t);
   void (*lnBlock)(const LayerNormShape&, const T*, const T*, const T*, T*, T*, T*, int64_t);
   void (*exp)(const T*, T*, int64_t);
+  void (*expNonPositive)(const T*, T*, int64_t);
 };
 
 template <class T>
 TGC_INLINE void expRange(const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = expOne<T>(x[i]);
+}
+template <class T>
+TGC_INLINE void expNonPositiveRange(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = expNonPositive<T>(x[i]);
 }
 
 // One set of entry points per (instruction set, dtype); the always_inline bodies above are
@@ -250,7 +320,8 @@ TGC_INLINE void expRange(const T* x, T* y, int64_t n) {
     lnBackwardBlock<T>(s, x, gm, dy, dx, pg, pb, b);                                           \
   }                                                                                            \
   ATTR void NAME##Exp(const T* x, T* y, int64_t n) { expRange<T>(x, y, n); }                    \
-  const Kernels<T> NAME = {NAME##Fwd, NAME##Bwd, NAME##Ln, NAME##Exp};
+  ATTR void NAME##ExpNp(const T* x, T* y, int64_t n) { expNonPositiveRange<T>(x, y, n); }        \
+  const Kernels<T> NAME = {NAME##Fwd, NAME##Bwd, NAME##Ln, NAME##Exp, NAME##ExpNp};
 
 TGC_LOSS_KERNELS(, portableF32, float)
 TGC_LOSS_KERNELS(, portableF64, double)
@@ -277,11 +348,19 @@ void checkFloat(DType d, const char* what) {
     throw std::invalid_argument(std::string(what) + ": only f32 and f64 are supported");
 }
 
+// Rows per chunk of the dynamic split: threads take chunks from a shared counter, so a thread
+// that another job slows down takes fewer rows instead of holding up the launch (each row is
+// independent: results do not depend on the split). At most 16 rows (8000 logits each), and
+// at least 4 chunks per thread so that the work evens out.
+int64_t rowChunk(int64_t rows, const ThreadPool& pool) {
+  return std::clamp<int64_t>(rows / (4 * pool.numThreads()), 1, 16);
+}
+
 template <class T>
 void sceForward(const CrossEntropyShape& s, const void* logits, const void* targets, void* loss,
                 void* lse, ThreadPool& pool) {
   const auto& k = kernels<T>();
-  pool.parallelFor(s.rows, [&](int64_t b, int64_t e) {
+  pool.parallelForDynamic(s.rows, rowChunk(s.rows, pool), [&](int64_t b, int64_t e) {
     k.sceForward(s, static_cast<const T*>(logits), targets, static_cast<T*>(loss),
                  static_cast<T*>(lse), b, e);
   });
@@ -291,7 +370,7 @@ template <class T>
 void sceBackward(const CrossEntropyShape& s, const void* logits, const void* targets,
                  const void* lse, const void* dloss, void* dlogits, ThreadPool& pool) {
   const auto& k = kernels<T>();
-  pool.parallelFor(s.rows, [&](int64_t b, int64_t e) {
+  pool.parallelForDynamic(s.rows, rowChunk(s.rows, pool), [&](int64_t b, int64_t e) {
     k.sceBackward(s, static_cast<const T*>(logits), targets, static_cast<const T*>(lse),
                   static_cast<const T*>(dloss), static_cast<T*>(dlogits), b, e);
   });
@@ -304,7 +383,7 @@ void lnBackward(const LayerNormShape& s, const void* x, const void* gamma, const
   const int64_t d = s.d, blocks = (s.rows + kLnBlockRows - 1) / kLnBlockRows;
   // partial[b] = the block's dgamma sums then its dbeta sums.
   std::vector<T> partial(static_cast<size_t>(blocks * 2 * d));
-  pool.parallelFor(blocks, [&](int64_t b, int64_t e) {
+  pool.parallelForDynamic(blocks, 1, [&](int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; ++blk) {
       T* p = partial.data() + blk * 2 * d;
       k.lnBlock(s, static_cast<const T*>(x), static_cast<const T*>(gamma),
@@ -395,10 +474,15 @@ void setLossIsa(LossIsa isa) {
   currentIsa() = isa;
 }
 
-void lossExp(DType dtype, const void* x, void* y, int64_t n) {
+void lossExp(DType dtype, const void* x, void* y, int64_t n, bool nonPositive) {
   checkFloat(dtype, "lossExp");
-  if (dtype == DType::f32) kernels<float>().exp(static_cast<const float*>(x), static_cast<float*>(y), n);
-  else kernels<double>().exp(static_cast<const double*>(x), static_cast<double*>(y), n);
+  if (dtype == DType::f32) {
+    const auto& k = kernels<float>();
+    (nonPositive ? k.expNonPositive : k.exp)(static_cast<const float*>(x), static_cast<float*>(y), n);
+  } else {
+    const auto& k = kernels<double>();
+    (nonPositive ? k.expNonPositive : k.exp)(static_cast<const double*>(x), static_cast<double*>(y), n);
+  }
 }
 
 }  // namespace tgc::codegen

@@ -8,7 +8,9 @@
 // AVX2 one contracts multiply-adds into FMAs, so the last bits may differ; each set is
 // deterministic whatever the thread count). exp is a branch-free
 // polynomial (f32: Cephes degree 6 as codegen/llvm_math.cpp, ~1 ulp; f64: degree-13 Taylor on
-// |r| <= ln2/2, a few ulp).
+// |r| <= ln2/2, a few ulp); the cross-entropy loops use a cheaper variant for arguments <= 0
+// (lossExp's nonPositive). Rows (blocks of rows for layer_norm_grad) are split dynamically
+// over the threads, so that one slowed by other load does not hold up the launch.
 //
 //  * softmax_cross_entropy: per row, sweep 1 finds the max, the sum of the logits and the
 //    target logit; sweep 2 (the row is now in L1/L2: 8000 f32 = 32 KB) sums exp(x - max).
@@ -66,7 +68,9 @@ enum class LossIsa { Avx2, Portable };
 LossIsa lossIsa();
 void setLossIsa(LossIsa isa);
 
-// The vectorized exp of the kernels over n values (for tests).
-void lossExp(DType dtype, const void* x, void* y, int64_t n);
+// The vectorized exp of the kernels over n values (for tests). nonPositive: the variant the
+// cross-entropy loops use, for arguments <= 0 (x - max, x - lse): below -87 (f32; -708 f64)
+// it gives e^-87 instead of a subnormal or 0.
+void lossExp(DType dtype, const void* x, void* y, int64_t n, bool nonPositive = false);
 
 }  // namespace tgc::codegen

@@ -104,6 +104,39 @@ TEST(LossKernels, ExpMatchesStdExp) {
   }
 }
 
+// The cross-entropy loops' exp for arguments <= 0: ~1 ulp down to its clamp (-87 in f32,
+// -708 in f64), e^clamp below it (an absolute error under the smallest normal), NaN kept.
+TEST(LossKernels, NonPositiveExpMatchesStdExp) {
+  IsaGuard guard;
+  for (LossIsa isa : isas()) {
+    setLossIsa(isa);
+    for (DType dt : {DType::f32, DType::f64}) {
+      const bool f32 = dt == DType::f32;
+      const double lo = f32 ? -87 : -708;
+      std::vector<double> xs;
+      for (double x = f32 ? -103 : -744; x <= 0; x += f32 ? 0.00731 : 0.0391) xs.push_back(x);
+      xs.insert(xs.end(), {0.0, -0.0, -1e-30, lo, -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN()});
+      Tensor in({dt, {static_cast<int64_t>(xs.size())}}, xs), out(in.type());
+      lossExp(dt, in.data(), out.data(), in.numel(), /*nonPositive=*/true);
+      double worst = 0;
+      for (int64_t i = 0; i < in.numel(); ++i) {
+        const double x = in.getF(i), got = out.getF(i);
+        if (std::isnan(x)) {
+          EXPECT_TRUE(std::isnan(got));
+          continue;
+        }
+        const double want = std::exp(std::max(x, lo));
+        worst = std::max(worst, std::fabs(got - want) / want);
+        if (x < lo) {
+          EXPECT_LE(std::fabs(got - std::exp(x)), std::exp(lo) * 1.000001) << x;
+        }
+      }
+      EXPECT_LT(worst, f32 ? 2.5e-7 : 2e-15) << dtypeName(dt);
+    }
+  }
+}
+
 TEST(LossKernels, SoftmaxCrossEntropyMatchesTheInterpreter) {
   IsaGuard guard;
   ThreadPool pool(2);
