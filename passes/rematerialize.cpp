@@ -5,13 +5,13 @@
 // The forward is every node the loss (outputs[0]) depends on; a forward value is saved when
 // a node outside the forward reads it. A saved value V is recomputed when
 //   - its node is cheap: an elementwise op (casts, compares, where, philox_uniform, iota
-//     included) or a layout op (reshape, transpose, broadcast, slice, concat): never a
-//     matmul, a reduction, a gather or a fused library op;
+//     included), a layout op (reshape, transpose, broadcast, slice, concat) or a gather (a
+//     row copy: the embedding lookup): never a matmul, a reduction or a fused library op;
 //   - it is not a graph output (outputs live to the end anyway) and is larger than
 //     kTinyBytes;
 //   - it can be computed from values that stay available in the backward: inputs,
 //     constants, tiny forward values (scalars such as a dropout offset), and saved values
-//     that are kept, read through a chain of at most kMaxNodes cheap nodes none larger than
+//     that are kept, read through a chain of at most kMaxNodes (12) cheap nodes none larger than
 //     V (so a slice never recomputes its whole operand);
 //   - that chain keeps no kept value alive longer than before: each one it reads is read
 //     anyway at or after the point where V is recomputed (an output, or a later reader).
@@ -39,12 +39,13 @@ namespace tgc {
 namespace {
 
 constexpr int64_t kTinyBytes = 256;  // at most 64 floats: free to keep, not worth recomputing
-constexpr int kMaxNodes = 8;         // nodes recomputed for one saved value
+constexpr int kMaxNodes = 12;        // nodes recomputed for one saved value
 
 int64_t bytesOf(const Value* v) {
   return v->type().numel() * static_cast<int64_t>(dtypeSize(v->type().dtype));
 }
 
+// Elementwise and layout nodes: what generic fusion may fold into their neighbours.
 bool isCheap(const Node& n) {
   if (n.numResults() != 1) return false;
   switch (n.info().fusion) {
@@ -56,6 +57,10 @@ bool isCheap(const Node& n) {
   }
   return false;
 }
+
+// What a chain may recompute: the cheap nodes and gather (a copy of table rows: the
+// embedding lookup, from a parameter and the token ids, which are always there).
+bool isRecomputable(const Node& n) { return isCheap(n) || n.op() == OpKind::Gather; }
 
 // The value whose memory v uses: reshapes are views of their operand.
 const Value* storageOf(const Value* v) {
@@ -127,7 +132,7 @@ class Rematerializer {
   }
 
   bool isCandidate(const Value* v) const {
-    return isCheap(*v->def()) && !outputs_.count(v) && bytesOf(v) > kTinyBytes;
+    return isRecomputable(*v->def()) && !outputs_.count(v) && bytesOf(v) > kTinyBytes;
   }
 
   // Read in the backward at `at` without recomputing: a source, a tiny value, or a kept
@@ -147,7 +152,7 @@ class Rematerializer {
                   std::unordered_set<const Value*>& inPlan) const {
     if (inPlan.count(v)) return true;
     const Node& n = *v->def();
-    if (!isCheap(n) || v->type().numel() > maxElems ||
+    if (!isRecomputable(n) || v->type().numel() > maxElems ||
         static_cast<int>(plan.clones.size()) >= kMaxNodes)
       return false;
     for (Value* u : n.operands())
