@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <map>
 #include <stdexcept>
 
 namespace tgc::cli {
@@ -37,11 +36,12 @@ void addModelArgs(CLI::App* cmd, ModelArgs& a) {
 }
 
 void addPrecisionOption(CLI::App* cmd, DType& dtype) {
-  cmd->add_option("--precision", dtype,
-                  "Matmul precision: fp32 (default) or bf16 (bf16 operands, f32 accumulation; "
-                  "f32 master weights, optimizer and every other op)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, DType>{{"fp32", DType::f32}, {"bf16", DType::bf16}}))
+  cmd->add_option_function<std::string>(
+         "--precision",
+         [&dtype](const std::string& v) { dtype = v == "bf16" ? DType::bf16 : DType::f32; },
+         "Matmul precision: fp32 (default) or bf16 (bf16 operands, f32 accumulation; "
+         "f32 master weights, optimizer and every other op)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->option_text("fp32|bf16");
 }
 
