@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -18,14 +17,23 @@ constexpr int64_t kWholeBatchElems = int64_t{1} << 22;
 // chunk gets at least this many.
 constexpr int64_t kConvertGrain = int64_t{1} << 14;
 
-inline float widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+// The conversions are function objects, not functions, so that convertBlock's loops inline
+// them (a function pointer would be an indirect call per element) and vectorize.
+struct Widen {
+  float operator()(uint16_t h) const { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+};
+constexpr Widen widen;
 
-// Round to nearest even, NaN kept quiet: ir/dtype.cpp's floatToBF16, inline for the loops.
-inline uint16_t narrow(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
-  return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
+// Round to nearest even, NaN kept quiet: ir/dtype.cpp's floatToBF16, branch-free.
+struct Narrow {
+  uint16_t operator()(float f) const {
+    const uint32_t u = std::bit_cast<uint32_t>(f);
+    const uint32_t rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16;
+    const uint32_t quietNaN = (u >> 16) | 0x40;
+    return static_cast<uint16_t>((u & 0x7FFFFFFF) > 0x7F800000 ? quietNaN : rounded);
+  }
+};
+constexpr Narrow narrow;
 
 // dst[r * dstLd + c] = f(src[r * ld + c]) for the rows x cols block, rows split over threads.
 template <class From, class To, class F>
@@ -107,7 +115,9 @@ class Bf16Gemm {
   void scaleOnly() {
     forEachItem(d_, [&](int64_t, int64_t, int64_t, int64_t oc) {
       convertBlock(c_ + oc, d_.ldc, d_.m, d_.n, c_ + oc, d_.ldc,
-                   [&](uint16_t h) { return narrow(d_.beta == 0 ? 0.0f : static_cast<float>(d_.beta * widen(h))); },
+                   [&](uint16_t h) {
+                     return narrow(d_.beta == 0 ? 0.0f : static_cast<float>(d_.beta * widen(h)));
+                   },
                    pool_);
     });
   }
