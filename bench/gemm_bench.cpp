@@ -1,7 +1,7 @@
 // GEMM throughput of tgc against OpenBLAS (cblas_sgemm), side by side in one process, at
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
-//   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick]
+//   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched]
 //              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
@@ -73,6 +73,12 @@ struct Case {
 
 std::vector<Case> casesFor(const std::string& which) {
   std::vector<Case> cs;
+  if (which == "batched") {  // the batched products alone, for quick A/B runs
+    cs.push_back({"64 x (128x128x64)", 64, 128, 128, 64});
+    cs.push_back({"64 x (128x64x128) B^T", 64, 128, 64, 128, false, true});
+    cs.push_back({"16 x (512x512x64) A^T", 16, 512, 512, 64, true, false});
+    return cs;
+  }
   std::vector<int64_t> tokens = which == "quick" ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 1024, 2048};
   for (int64_t t : tokens) {
     cs.push_back({fmt::format("{}x512x512", t), 1, t, 512, 512});
@@ -351,8 +357,9 @@ int main(int argc, char** argv) {
       opts.minMs = std::max(1.0, std::atof(value().c_str()));
     } else if (arg == "--shapes") {
       opts.shapes = value();
-      if (opts.shapes != "all" && opts.shapes != "transformer" && opts.shapes != "quick") {
-        fmt::print(stderr, "gemm_bench: --shapes must be all, transformer or quick\n");
+      if (opts.shapes != "all" && opts.shapes != "transformer" && opts.shapes != "quick" &&
+          opts.shapes != "batched") {
+        fmt::print(stderr, "gemm_bench: --shapes must be all, transformer, quick or batched\n");
         return 2;
       }
     } else if (arg == "--epilogue") {
@@ -375,7 +382,7 @@ int main(int argc, char** argv) {
       opts.cpuClock = c == "cpu";
     } else {
       fmt::print(stderr,
-                 "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick] "
+                 "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched] "
                  "[--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
