@@ -12,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/gemm.h"
 #include "codegen/gemm_bf16.h"
@@ -309,12 +310,14 @@ std::vector<kir::Kernel> lowerGraphKernels(const Graph& g, bool fuse) {
   auto graph = g.clone();
   graph->removeDeadNodes();
   foldBatchReductionsIntoGemms(*graph);
-  foldGemmEpilogues(*graph);
+  GemmEpilogues epilogues = foldGemmEpilogues(*graph);
+  const auto summed = fuse ? foldBiasGradients(*graph, epilogues) : std::vector<const Node*>{};
   const auto groups = kernelGroups(*graph, fuse);
   KernelNameUniquer unique;
   std::vector<kir::Kernel> out;
   for (const auto& n : graph->nodes())
-    if (auto it = groups.find(n.get()); it != groups.end()) {
+    if (auto it = groups.find(n.get());
+        it != groups.end() && std::find(summed.begin(), summed.end(), n.get()) == summed.end()) {
       codegen::LoweredKernel lk = codegen::lowerGroup(it->second);
       lk.kernel.name = unique(lk.kernel.name);
       out.push_back(std::move(lk.kernel));
@@ -338,7 +341,11 @@ void Executable::Impl::build(const Graph& source) {
   runForwardFusions(*graph);  // passes/fusion.h: a forward graph's attention becomes fused_attention
   graph->removeDeadNodes();
   stats.foldedReductions = foldBatchReductionsIntoGemms(*graph);
-  const GemmEpilogues epilogues = foldGemmEpilogues(*graph);  // runtime/gemm_epilogue.h
+  GemmEpilogues epilogues = foldGemmEpilogues(*graph);  // runtime/gemm_epilogue.h
+  // Bias gradients summed by the GEMM that reads the same operand: no launch of their own.
+  std::unordered_set<const Node*> summedInGemm;
+  if (opts.fuse)
+    for (const Node* rs : foldBiasGradients(*graph, epilogues)) summedInGemm.insert(rs);
   std::unordered_map<const Value*, int> slotOf;
   auto newSlot = [&](const Value& v, SlotKind kind, int index) {
     Slot s;
@@ -403,6 +410,11 @@ void Executable::Impl::build(const Graph& source) {
           e->second.applyTo(l.gemm);
           codegen::GemmEngine::host(l.gemm.dtype).epilogueKernel(l.gemm.epilogue);  // JIT it now
           for (const Value* v : e->second.operands()) use(l.slots.emplace_back(slotOf.at(v)), launch);
+          if (const Value* db = e->second.sumB) {  // a second result: the column sums of B
+            const int slot = newSlot(*db, SlotKind::Arena, -1);
+            slots[slot].first = launch;
+            use(l.slots.emplace_back(slot), launch);
+          }
         }
         launches.push_back(std::move(l));
         ++stats.gemms;
@@ -428,6 +440,7 @@ void Executable::Impl::build(const Graph& source) {
         break;
       }
       case codegen::NodeExecution::Kernel: {
+        if (summedInGemm.count(&n)) break;  // written by its GEMM launch
         auto group = groups.find(&n);
         if (group == groups.end()) {
           ++stats.fusedNodes;
@@ -668,7 +681,7 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
       codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
     } else if (slot(l.slots[2]).bytes > 0) {
       codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool,
-                    epilogueOperands(l.gemm.epilogue, l.ptrs.data() + 3));
+                    epilogueOperands(l.gemm, l.ptrs.data() + 3));
     }
     if (opts.profile) {
       l.seconds += secondsSince(t0);

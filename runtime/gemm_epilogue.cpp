@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <numeric>
 #include <optional>
 #include <string_view>
 #include <unordered_set>
@@ -283,7 +285,116 @@ class Folder {
   std::unordered_set<const Value*> outputs_;
 };
 
+bool envFlagSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string_view(v) != "0";
+}
+
+// The value whose memory v is: v with its reshapes (views) looked through.
+const Value* storageOf(const Value* v) {
+  while (v->def()->op() == OpKind::Reshape) v = v->def()->operand(0);
+  return v;
+}
+
+// A matmul whose GEMM can also sum its B: f32/f64, one product (rank-2 operands), K > 0
+// and a non-empty C.
+bool canSumB(const Node& mm) {
+  const TensorType& at = mm.operand(0)->type();
+  const TensorType& bt = mm.operand(1)->type();
+  const TensorType& ct = mm.result()->type();
+  if ((ct.dtype != DType::f32 && ct.dtype != DType::f64) || bt.dtype != ct.dtype || at.rank() != 2 || bt.rank() != 2 ||
+      ct.rank() != 2)
+    return false;
+  const int64_t k = mm.attrBool("transpose_b") ? bt.shape[1] : bt.shape[0];
+  return k > 0 && ct.numel() > 0;
+}
+
+// Whether reduce_sum `rs` adds up exactly the K rows of op(B) of matmul `mm`, given that
+// its operand v is B's memory: for B stored k x n, every axis of v but the last, which is
+// n long; for B stored n x k (transposed), the last axis of v only, k long. v holds the
+// same k * n elements in the same order, so the n sums come out in db's element order.
+bool sumsRowsOfB(const Node& rs, const Node& mm) {
+  const Value* v = rs.operand(0);
+  const TensorType& vt = v->type();
+  const TensorType& bt = mm.operand(1)->type();
+  if (vt.dtype != bt.dtype || rs.result()->type().dtype != bt.dtype ||
+      vt.numel() != bt.numel() || vt.rank() < 2)
+    return false;
+  const int64_t rank = vt.rank();
+  std::vector<int64_t> axes = rs.attrInts("axes");
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  if (mm.attrBool("transpose_b"))
+    return vt.shape.back() == bt.shape[1] && axes == std::vector<int64_t>{rank - 1};
+  std::vector<int64_t> rows(static_cast<size_t>(rank - 1));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  return vt.shape.back() == bt.shape[1] && axes == rows;
+}
+
 }  // namespace
+
+std::vector<const Node*> foldBiasGradients(Graph& g, GemmEpilogues& folded) {
+  if (envFlagSet("TGC_NO_GEMM_EPILOGUE") || envFlagSet("TGC_NO_BIAS_GRAD_FOLD")) return {};
+  const auto users = g.computeUsers();
+  // The matmuls that can sum their B, by B's memory, in graph order.
+  std::unordered_map<const Value*, std::vector<Node*>> byB;
+  std::vector<Node*> sums;
+  for (const auto& n : g.nodes()) {
+    if (n->op() == OpKind::MatMul && canSumB(*n)) byB[storageOf(n->operand(1))].push_back(n.get());
+    if (n->op() == OpKind::ReduceSum) sums.push_back(n.get());
+  }
+  std::unordered_map<const Node*, size_t> pos;
+  auto place = [&] {
+    pos.clear();
+    for (size_t i = 0; i < g.nodes().size(); ++i) pos[g.nodes()[i].get()] = i;
+  };
+  place();
+  std::unordered_set<const Node*> taken;  // matmuls given a sum
+  std::vector<const Node*> out;
+  for (Node* rs : sums) {
+    auto candidates = byB.find(storageOf(rs->operand(0)));
+    if (candidates == byB.end()) continue;
+    // The first reader of the sum: the GEMM must run before it.
+    const Node* firstUser = nullptr;
+    if (auto it = users.find(rs->result()); it != users.end())
+      for (const Node* u : it->second)
+        if (!firstUser || pos.at(u) < pos.at(firstUser)) firstUser = u;
+    for (Node* mm : candidates->second) {
+      if (taken.count(mm) || !sumsRowsOfB(*rs, *mm)) continue;
+      if (firstUser && pos.at(firstUser) < pos.at(mm)) {
+        // Move the matmul up to just before that reader, with the views it reads through
+        // (its epilogue operands' included), if what they view is computed before it.
+        std::vector<const Value*> reads(mm->operands().begin(), mm->operands().end());
+        if (auto e = folded.find(mm); e != folded.end())
+          for (const Value* v : e->second.operands()) reads.push_back(v);
+        std::vector<Node*> moved;  // views to move, each after the views it reads
+        bool movable = true;
+        std::function<void(const Value*)> need = [&](const Value* v) {
+          Node* d = v->def();
+          if (pos.at(d) < pos.at(firstUser) ||
+              std::find(moved.begin(), moved.end(), d) != moved.end())
+            return;
+          if (d->op() != OpKind::Reshape) {
+            movable = false;
+            return;
+          }
+          need(d->operand(0));
+          moved.push_back(d);
+        };
+        for (const Value* v : reads) need(v);
+        if (!movable) continue;
+        moved.push_back(mm);
+        for (Node* n : moved) g.moveBefore(n, firstUser);
+        place();
+      }
+      folded[mm].sumB = rs->result();  // a new entry when the matmul has no epilogue
+      taken.insert(mm);
+      out.push_back(rs);
+      break;
+    }
+  }
+  return out;
+}
 
 std::vector<const Value*> FoldedEpilogue::operands() const {
   std::vector<const Value*> out;
@@ -295,6 +406,7 @@ std::vector<const Value*> FoldedEpilogue::operands() const {
 void FoldedEpilogue::applyTo(codegen::GemmDesc& d) const {
   d.alpha *= alpha;
   d.epilogue = stages;
+  d.sumB = sumB != nullptr;
   if (stages.addend) {
     d.epilogue.ldAddend = d.ldc;
     d.epilogue.strideAddend = d.strideC;
@@ -306,17 +418,18 @@ void FoldedEpilogue::applyTo(codegen::GemmDesc& d) const {
 }
 
 GemmEpilogues foldGemmEpilogues(Graph& g) {
-  const char* off = std::getenv("TGC_NO_GEMM_EPILOGUE");
-  if (off && *off && std::string_view(off) != "0") return {};
+  if (envFlagSet("TGC_NO_GEMM_EPILOGUE")) return {};
   return Folder(g).run();
 }
 
-codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmEpilogue& e, void* const* ptrs) {
+codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmDesc& d, void* const* ptrs) {
+  const codegen::GemmEpilogue& e = d.epilogue;
   codegen::GemmEpilogueOperands ops;
   size_t i = 0;
   if (e.bias) ops.bias = ptrs[i++];
   if (e.addend) ops.addend = ptrs[i++];
   if (e.mask != GemmMask::none) ops.mask = ptrs[i++];
+  if (d.sumB) ops.sumB = ptrs[i++];
   return ops;
 }
 

@@ -24,6 +24,14 @@
 // keep y alive for the backward and stop the forward chain at the bias. gt(y, 0) is the
 // same as gt(relu(y), 0) for every y (NaN and -0 included), so those tests are first
 // rewritten to read h where h is stored anyway (the next matmul reads it).
+//
+// Bias gradients (foldBiasGradients, a second pass): for y = x W + b the backward computes
+// dW = matmul(x, dY, transpose_a) and db = reduce_sum(dY) over the rows of dY, which are
+// the K of that product. The GEMM sums the columns of op(B) while it packs B anyway
+// (GemmDesc::sumB), so the reduction joins the matmul as a second result: the reduce_sum
+// stays in the graph (a backend that ignores the table still computes it), and the CPU
+// executable gives its result a slot written by the GEMM launch and launches no kernel for
+// it.
 #pragma once
 
 #include <unordered_map>
@@ -40,11 +48,13 @@ struct FoldedEpilogue {
   const Value* bias = nullptr;
   const Value* addend = nullptr;
   const Value* mask = nullptr;
+  // The folded reduce_sum's result, written by the launch as GemmDesc::sumB (null: none).
+  const Value* sumB = nullptr;
 
   // The values the GEMM launch reads besides A and B, in the order epilogueOperands takes
   // their pointers: bias, addend, mask (the present ones).
   std::vector<const Value*> operands() const;
-  // Sets d's epilogue and alpha; d is the node's GemmDesc as the executable derives it
+  // Sets d's epilogue, alpha and sumB; d is the node's GemmDesc as the executable derives it
   // (addend and mask are contiguous values of C's shape, so they share C's layout).
   void applyTo(codegen::GemmDesc& d) const;
 };
@@ -56,7 +66,18 @@ using GemmEpilogues = std::unordered_map<const Node*, FoldedEpilogue>;
 // environment turns the fold off (for comparisons).
 GemmEpilogues foldGemmEpilogues(Graph& g);
 
-// The epilogue operands of a launch from its pointers to operands() in order.
-codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmEpilogue& e, void* const* ptrs);
+// Adds to `folded` the reduce_sums computed as column sums of a matmul's B:
+// reduce_sum(v) with v and the matmul's B the same memory (up to reshapes), summing exactly
+// the K rows of op(B) (every axis but the last of v for B as stored; the last axis for a
+// transposed B), keepdims or not, f32 or f64, an unbatched matmul (rank-2 operands) with
+// K > 0 and a non-empty result. Each reduce_sum joins one matmul. The matmul moves before
+// the reduce_sum's first user when it comes after it (and can: its operands computed
+// before). Returns the reduce_sum nodes folded. TGC_NO_GEMM_EPILOGUE=1 or
+// TGC_NO_BIAS_GRAD_FOLD=1 turns it off.
+std::vector<const Node*> foldBiasGradients(Graph& g, GemmEpilogues& folded);
+
+// The epilogue operands of a launch: `ptrs` points at those of operands() in order, then
+// (when d.sumB) at the sumB output.
+codegen::GemmEpilogueOperands epilogueOperands(const codegen::GemmDesc& d, void* const* ptrs);
 
 }  // namespace tgc::runtime
