@@ -12,6 +12,7 @@
 #include "frontend/frontend.h"
 #include "ir/interpreter.h"
 #include "passes/autodiff.h"
+#include "passes/fusion.h"
 #include "passes/train_step.h"
 #include "runtime/executable.h"
 #include "tests/runtime/exec_test_util.h"
@@ -115,7 +116,9 @@ TEST(MixedPrecision, OnlyTheMatmulsAreBf16) {
   EXPECT_GT(count(*f32.graph, OpKind::MatMul, DType::f32), 40);
   EXPECT_EQ(count(*bf16.graph, OpKind::MatMul, DType::bf16), count(*f32.graph, OpKind::MatMul, DType::f32));
   EXPECT_EQ(count(*bf16.graph, OpKind::MatMul, DType::f32), 0);
-  EXPECT_GT(count(*bf16.graph, OpKind::FusedAttention, DType::f32), 0);
+  if (forwardFusionsEnabled()) {
+    EXPECT_GT(count(*bf16.graph, OpKind::FusedAttention, DType::f32), 0);
+  }
 
   const std::set<OpKind> bf16Ops{OpKind::Cast, OpKind::MatMul, OpKind::ReduceSum, OpKind::Reshape,
                                  OpKind::Transpose};
@@ -148,9 +151,13 @@ TEST(MixedPrecision, OnlyTheMatmulsAreBf16) {
 
 // The bf16 step compiled for the CPU against the interpreter on the same graph. The
 // interpreter sums each product in double and rounds once; the CPU sums in f32 and rounds
-// once, so a bf16 value may differ by one step where the f32 sum crosses a rounding
-// boundary, and that propagates: measured 0 (loss, same f32) and 2.2e-3 (gradients, L2)
-// here, against 1.1e-4 and 2.3e-2 between the bf16 and the f32 step. Bounds: 5e-5 and 1e-2.
+// once, so the f32 values that are cast to bf16 differ in their last bits, and a cast turns
+// such a difference into a whole bf16 step now and then. The bf16 step is that sensitive by
+// itself: parameters moved by 3e-7 (f32 noise) move the interpreter's loss by 6.9e-4 and its
+// gradients by 1.6e-2 (L2; 2.9e-4 and 1.3e-2 with TGC_NO_FUSION=1, attention's matmuls bf16
+// too). So the compiled step must be within 3x that noise of the interpreter (measured: 0 and
+// 2.2e-3; 4.4e-4 and 1.7e-2 unfused), and the bf16 step must still differ from the f32 step.
+// The bf16 GEMM itself is checked element by element in tests/codegen/gemm_bf16_test.cpp.
 TEST(MixedPrecision, CompiledBf16StepMatchesInterpreter) {
   const Step bf16 = tinyStep(DType::bf16);
   const Step f32 = tinyStep(DType::f32);
@@ -159,22 +166,30 @@ TEST(MixedPrecision, CompiledBf16StepMatchesInterpreter) {
   const std::vector<Tensor> cpu = exe->run(in);
   Interpreter interp;
   const std::vector<Tensor> ref = interp.run(*bf16.graph, in);
+  auto moved = in;
+  for (const ParamInit& p : bf16.params) {
+    Tensor& t = moved.at(p.name);
+    for (int64_t e = 0; e < t.numel(); ++e) t.setF(e, t.getF(e) * (1 + 3e-7 * static_cast<double>(e % 3 - 1)));
+  }
+  const std::vector<Tensor> noisy = interp.run(*bf16.graph, moved);
   const std::vector<Tensor> full = interp.run(*f32.graph, firstInputs(f32));
 
   const double loss = ref[0].getF(0);
-  const double lossErr = std::abs(cpu[0].getF(0) - loss) / loss;
-  const double lossVsF32 = std::abs(full[0].getF(0) - loss) / loss;
-  const double gradErr = relativeL2(gradients(*bf16.graph, cpu), gradients(*bf16.graph, ref));
-  const double gradVsF32 = relativeL2(gradients(*bf16.graph, ref), gradients(*f32.graph, full));
+  auto lossDiff = [&](const std::vector<Tensor>& o) { return std::abs(o[0].getF(0) - loss) / loss; };
+  const std::vector<double> g = gradients(*bf16.graph, ref);
+  const double gradErr = relativeL2(gradients(*bf16.graph, cpu), g);
+  const double gradNoise = relativeL2(gradients(*bf16.graph, noisy), g);
+  const double gradVsF32 = relativeL2(g, gradients(*f32.graph, full));
   std::printf("bf16 step: loss %.6f; compiled vs interpreted: loss %.2e, gradients %.2e (L2); "
-              "bf16 vs f32: loss %.2e, gradients %.2e\n",
-              loss, lossErr, gradErr, lossVsF32, gradVsF32);
-  EXPECT_LT(lossErr, 5e-5);
-  EXPECT_LT(gradErr, 1e-2);
+              "f32-noise sensitivity: loss %.2e, gradients %.2e; bf16 vs f32: loss %.2e, "
+              "gradients %.2e\n",
+              loss, lossDiff(cpu), gradErr, lossDiff(noisy), gradNoise, lossDiff(full), gradVsF32);
+  EXPECT_LT(lossDiff(cpu), 3 * lossDiff(noisy) + 1e-6);
+  EXPECT_LT(gradErr, 3 * gradNoise + 1e-3);
   // The bf16 step is not the f32 step in disguise ...
   EXPECT_GT(gradVsF32, 1e-4);
   // ... but a close approximation of it.
-  EXPECT_LT(lossVsF32, 2e-2);
+  EXPECT_LT(lossDiff(full), 2e-2);
   EXPECT_LT(gradVsF32, 1e-1);
 }
 
