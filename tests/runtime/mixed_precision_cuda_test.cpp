@@ -74,8 +74,10 @@ TEST(MixedPrecisionCuda, Bf16StepLayoutWithoutADevice) {
 
 // Two steps of the tiny bf16 step, CPU against GPU. Both sum the bf16 products in f32 and
 // round once per product (the GPU also once per batch item of a weight gradient, which the
-// CPU folds into one product), so they differ by bf16 roundings: loss within 1e-3, moments
-// and parameters within bf16-sized tolerances.
+// CPU folds into one product), so they differ by bf16 roundings, which f32-level differences
+// upstream of a cast trigger: on the CPU such noise moves this step's loss by ~7e-4 and its
+// gradients by ~1.6e-2 (tests/train/mixed_precision_test.cpp), hence loss within 3e-3,
+// gradient norm within 5e-2, moments and parameters within bf16-sized tolerances.
 TEST(MixedPrecisionCuda, TwoBf16StepsMatchTheCpuBackend) {
   TGC_REQUIRE_CUDA_DEVICE();
   TGC_REQUIRE_NVRTC();
@@ -109,8 +111,8 @@ TEST(MixedPrecisionCuda, TwoBf16StepsMatchTheCpuBackend) {
     auto want = cpu->runStep(cpuStore, in);
     auto got = gpu->runStep(in);
     const double loss = want.at("loss").getF(0);
-    EXPECT_NEAR(got.at("loss").getF(0), loss, 1e-3 * std::fabs(loss));
-    EXPECT_TRUE(tgc::testing::allClose(got.at("grad_norm"), want.at("grad_norm"), 1e-2, 1e-6));
+    EXPECT_NEAR(got.at("loss").getF(0), loss, 3e-3 * std::fabs(loss));
+    EXPECT_TRUE(tgc::testing::allClose(got.at("grad_norm"), want.at("grad_norm"), 5e-2, 1e-6));
   }
   gpu->saveState(gpuStore);
   // Adam moves a parameter by about lr per step whatever its gradient's size, so where the
