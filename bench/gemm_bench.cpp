@@ -77,6 +77,7 @@ std::vector<Case> casesFor(const std::string& which) {
     cs.push_back({"64 x (128x128x64)", 64, 128, 128, 64});
     cs.push_back({"64 x (128x64x128) B^T", 64, 128, 64, 128, false, true});
     cs.push_back({"16 x (512x512x64) A^T", 16, 512, 512, 64, true, false});
+    cs.push_back({"128x128x64 (one item, hot)", 1, 128, 128, 64});  // the first, in cache
     return cs;
   }
   std::vector<int64_t> tokens = which == "quick" ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 1024, 2048};
