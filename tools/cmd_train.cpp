@@ -213,9 +213,9 @@ int runTrain(TrainArgs& a) {
     c.maxBadSteps = a.maxBadSteps;
     c.ema = a.ema;
     const std::string out = a.out.empty() ? defaultOutDir(m, d) : a.out;
-    std::cerr << fmt::format("training {} ({}) on the {} into {}\n", a.model.model,
+    std::cerr << fmt::format("training {} ({}{}) on the {} into {}\n", a.model.model,
                              m.preset.empty() ? "default config" : "preset " + m.preset,
-                             d.describe(), out);
+                             a.precision == DType::bf16 ? ", bf16 matmuls" : "", d.describe(), out);
     trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr, target);
   }
   trainer->setTty(isatty(STDERR_FILENO));
