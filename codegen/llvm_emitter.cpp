@@ -146,23 +146,32 @@ llvm::Function* KernelEmitter::emitImpl() {
   fn_->addFnAttr(llvm::Attribute::WillReturn);
   // Without this, LLVM splits 512-bit vectors on CPUs it tunes for 256 (Skylake-X, Ice Lake).
   if (vectorBits_ > 0) fn_->addFnAttr("prefer-vector-width", std::to_string(vectorBits_));
-  std::vector<bool> shared(k_.buffers.size(), false);
+  // A buffer that an output writes in place of is read and written through one pointer.
+  std::vector<bool> writtenInPlace(k_.buffers.size(), false);
   for (size_t i = 0; i < k_.buffers.size(); ++i)
-    if (int src = k_.buffers[i].inPlaceOf; src >= 0) shared[i] = shared[src] = true;
+    if (int src = k_.buffers[i].inPlaceOf; src >= 0) writtenInPlace[src] = true;
   for (size_t i = 0; i < k_.buffers.size(); ++i) {
     const kir::BufferDecl& d = k_.buffers[i];
     llvm::Argument* arg = fn_->getArg(static_cast<unsigned>(i));
     arg->setName(d.name);
-    if (!shared[i]) arg->addAttr(llvm::Attribute::NoAlias);
+    // noalias holds even for an in-place pair: the output's own argument is never
+    // accessed (see below), so all accesses to that memory go through the source's.
+    arg->addAttr(llvm::Attribute::NoAlias);
     arg->addAttr(llvm::Attribute::NoCapture);
     // Tensors and arena offsets are 64-byte aligned.
     arg->addAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
     if (d.numel > 0)
       arg->addAttr(llvm::Attribute::getWithDereferenceableBytes(
           ctx_, static_cast<uint64_t>(d.numel) * dtypeSize(d.dtype)));
-    if (d.access == kir::Access::Read) arg->addAttr(llvm::Attribute::ReadOnly);
+    if (d.access == kir::Access::Read && !writtenInPlace[i])
+      arg->addAttr(llvm::Attribute::ReadOnly);
     bufs_.push_back(arg);
   }
+  // An in-place output reads its source only at the index it writes, so routing its stores
+  // through the source's pointer keeps both noalias: the vectorizer needs no runtime
+  // overlap check (with one, the pointers always overlap and the scalar loop ran).
+  for (size_t i = 0; i < k_.buffers.size(); ++i)
+    if (int src = k_.buffers[i].inPlaceOf; src >= 0) bufs_[i] = bufs_[static_cast<size_t>(src)];
   llvm::Value* begin = fn_->getArg(static_cast<unsigned>(k_.buffers.size()));
   llvm::Value* end = fn_->getArg(static_cast<unsigned>(k_.buffers.size() + 1));
   begin->setName("begin");
