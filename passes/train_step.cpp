@@ -69,9 +69,15 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   if (cfg.clip_norm > 0 && sq)
     clip = b.binary(OpKind::Minimum, c(1), b.div(c(cfg.clip_norm), b.add(norm, c(1e-6))), "clip");
 
-  // Bias corrections 1 - beta^t.
+  // Bias corrections 1 - beta^t, applied as PyTorch's AdamW does: the step size
+  // lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) are scalars computed once per step, so each
+  // element costs one square root and one division instead of three divisions and a root.
   Value* bc1 = b.sub(c(1), b.binary(OpKind::Pow, c(cfg.beta1), t), "bias1");
   Value* bc2 = b.sub(c(1), b.binary(OpKind::Pow, c(cfg.beta2), t), "bias2");
+  Value* stepSize = b.div(lr, bc1, "step_size");
+  Value* invSqrtBc2 = b.unary(OpKind::Rsqrt, bc2, "inv_sqrt_bias2");
+  // Decoupled weight decay: lr * wd * p, on top of the Adam step.
+  Value* lrDecay = cfg.weight_decay > 0 ? b.mul(lr, c(cfg.weight_decay), "lr_decay") : nullptr;
 
   g.renameValue(norm, "grad_norm");
   g.renameValue(lr, "lr");
@@ -90,11 +96,10 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
     Value* gr = clip ? b.mul(grads[i], clip, "clipped") : grads[i];
     Value* m2 = b.add(b.mul(m, c(cfg.beta1)), b.mul(gr, c(1 - cfg.beta1)), "m");
     Value* v2 = b.add(b.mul(v, c(cfg.beta2)), b.mul(b.mul(gr, gr), c(1 - cfg.beta2)), "v");
-    Value* mhat = b.div(m2, bc1, "mhat");
-    Value* vhat = b.div(v2, bc2, "vhat");
-    Value* upd = b.div(mhat, b.add(b.unary(OpKind::Sqrt, vhat), c(cfg.eps)), "update");
-    if (cfg.weight_decay > 0) upd = b.add(upd, b.mul(p, c(cfg.weight_decay)), "update");
-    Value* p2 = b.sub(p, b.mul(upd, lr), "new");
+    Value* denom = b.add(b.mul(b.unary(OpKind::Sqrt, v2), invSqrtBc2), c(cfg.eps), "denom");
+    Value* upd = b.mul(b.div(m2, denom), stepSize, "update");
+    if (lrDecay) upd = b.add(upd, b.mul(p, lrDecay), "update");
+    Value* p2 = b.sub(p, upd, "new");
     g.renameValue(p2, "new." + pn);
     g.renameValue(m2, "new.adam.m." + pn);
     g.renameValue(v2, "new.adam.v." + pn);
