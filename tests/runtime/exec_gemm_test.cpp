@@ -98,7 +98,7 @@ TEST(ExecGemm, IntegerMatmulIsAClearError) {
     runtime::Executable::compile(*g, testing::testExecOptions());
     FAIL() << "compiled an i32 matmul";
   } catch (const IRError& e) {
-    EXPECT_NE(std::string(e.what()).find("f32 and f64"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f32, f64 and bf16"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("matmul %c"), std::string::npos) << e.what();
   }
 }
