@@ -57,7 +57,7 @@ struct TrainArgs {
   std::string target = "cpu";
   std::string exportData;
   int64_t exportEpochs = 100;
-  CLI::Option *minutesOpt = nullptr, *batchOpt = nullptr;
+  CLI::Option *minutesOpt = nullptr, *batchOpt = nullptr, *precisionOpt = nullptr;
 };
 
 constexpr const char* kFooter = R"(
@@ -87,7 +87,7 @@ Output (in --out, default runs/<model>-<preset>-<data>, made unique):
   loss.svg      the loss curve with validation loss and exact match
 --resume DIR continues the run of DIR's newest checkpoint (or of a checkpoint file) exactly
 as if it had not stopped: same batches, same dropout, same loss curve. Options that define
-the run (batch, seed, optimizer, data) come from the checkpoint; --steps and --minutes set
+the run (batch, seed, optimizer and precision, data) come from the checkpoint; --steps and --minutes set
 where this invocation stops. Ctrl-C saves a checkpoint and exits. A step whose loss or
 gradient is not finite changes nothing and is counted; --max-bad-steps of them in a row stop
 training with a message.
@@ -167,6 +167,12 @@ int runTrain(TrainArgs& a) {
     if (!a.model.model.empty())
       throw std::invalid_argument("--resume takes the model from the checkpoint: give no MODEL");
     trainer = train::Trainer::resume(a.resume, a.out, exec, &std::cerr, target);
+    const DType saved = trainer->config().optimizer.precision;
+    if (a.precisionOpt->count() && a.precision != saved)
+      throw std::invalid_argument(fmt::format(
+          "--precision {}: the run in {} trains with {} matmuls (a resumed run keeps its "
+          "precision)", a.precision == DType::bf16 ? "bf16" : "fp32", a.resume,
+          saved == DType::bf16 ? "bf16" : "fp32"));
     builtin = !trainer->data().test.empty();
   } else {
     if (a.model.model.empty()) throw std::invalid_argument("give a MODEL file (or --resume DIR)");
@@ -339,7 +345,7 @@ void registerTrain(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weight-decay", a->weightDecay, "Decoupled weight decay (AdamW)")
       ->capture_default_str();
-  addPrecisionOption(cmd, a->precision);
+  a->precisionOpt = addPrecisionOption(cmd, a->precision);
   cmd->add_option("--ema", a->ema,
                   "Decay of the parameters' moving average used for validation, evaluation and "
                   "translation (0: off)")

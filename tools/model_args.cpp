@@ -35,8 +35,8 @@ void addModelArgs(CLI::App* cmd, ModelArgs& a) {
       ->allow_extra_args(false);
 }
 
-void addPrecisionOption(CLI::App* cmd, DType& dtype) {
-  cmd->add_option_function<std::string>(
+CLI::Option* addPrecisionOption(CLI::App* cmd, DType& dtype) {
+  return cmd->add_option_function<std::string>(
          "--precision",
          [&dtype](const std::string& v) { dtype = v == "bf16" ? DType::bf16 : DType::f32; },
          "Matmul precision: fp32 (default) or bf16 (bf16 operands, f32 accumulation; "

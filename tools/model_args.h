@@ -23,7 +23,7 @@ struct ModelArgs {
 void addModelArgs(CLI::App* cmd, ModelArgs& a);
 // Adds --precision fp32|bf16 (matmul compute precision, passes/mixed_precision.cpp) to `cmd`,
 // stored in `dtype` as f32 or bf16.
-void addPrecisionOption(CLI::App* cmd, DType& dtype);
+CLI::Option* addPrecisionOption(CLI::App* cmd, DType& dtype);
 // Checks NAME=VALUE forms and integers; throws std::invalid_argument with the flag named.
 ModelOptions toModelOptions(const ModelArgs& a);
 

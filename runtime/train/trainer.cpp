@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -74,7 +75,7 @@ std::string TrainConfig::toJson() const {
   j["optimizer"] = {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
                     {"weight_decay", o.weight_decay}, {"schedule", o.schedule}, {"lr", o.lr},
                     {"lr_scale", o.lr_scale}, {"warmup", o.warmup}, {"d_model", o.d_model},
-                    {"clip_norm", o.clip_norm}};
+                    {"clip_norm", o.clip_norm}, {"precision", dtypeName(o.precision)}};
   return j.dump();
 }
 
@@ -104,6 +105,13 @@ TrainConfig TrainConfig::fromJson(std::string_view text) {
     p.warmup = o.at("warmup").get<int64_t>();
     p.d_model = o.at("d_model").get<int64_t>();
     p.clip_norm = o.at("clip_norm").get<double>();
+    // Checkpoints from before mixed precision have no entry: they trained in f32.
+    const std::string precision = o.value("precision", std::string("f32"));
+    const std::optional<DType> pd = parseDType(precision);
+    if (!pd || (*pd != DType::f32 && *pd != DType::bf16))
+      throw std::runtime_error(
+          fmt::format("invalid training options: precision '{}' (f32 or bf16)", precision));
+    p.precision = *pd;
     return c;
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("invalid training options: {}", e.what()));
@@ -220,11 +228,13 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& checkpoint, std::str
   std::string used;
   Checkpoint c = loadLatestCheckpoint(checkpoint, &used);
   if (outDir.empty()) outDir = runDirOf(used);
-  if (log) *log << fmt::format("resuming from {} (step {})\n", used, c.step);
+  TrainConfig config = TrainConfig::fromJson(c.options);
+  if (log)
+    *log << fmt::format("resuming from {} (step {}{})\n", used, c.step,
+                        config.optimizer.precision == DType::bf16 ? ", bf16 matmuls" : "");
   return std::unique_ptr<Trainer>(new Trainer(ModelSpec::fromJson(c.model),
-                                              DataSpec::fromJson(c.data),
-                                              TrainConfig::fromJson(c.options), outDir, exec, log,
-                                              &c, target));
+                                              DataSpec::fromJson(c.data), config, outDir, exec,
+                                              log, &c, target));
 }
 
 Trainer::~Trainer() = default;
