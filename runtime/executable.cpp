@@ -440,7 +440,10 @@ void Executable::Impl::build(const Graph& source) {
         break;
       }
       case codegen::NodeExecution::Kernel: {
-        if (summedInGemm.count(&n)) break;  // written by its GEMM launch
+        if (summedInGemm.count(&n)) {  // written by its GEMM launch
+          ++stats.fusedNodes;
+          break;
+        }
         auto group = groups.find(&n);
         if (group == groups.end()) {
           ++stats.fusedNodes;

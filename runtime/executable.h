@@ -56,7 +56,9 @@ struct ExecOptions {
 
 struct ExecStats {
   int kernels = 0;  // generated kernel launches
-  int fusedNodes = 0;  // nodes computed inside another node's kernel, never in memory
+  // Kernel nodes computed inside another node's launch: a kernel's (never in memory) or a
+  // GEMM's (a bias gradient summed as the GEMM packs B, runtime/gemm_epilogue.h)
+  int fusedNodes = 0;
   int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
   int libraryCalls = 0;  // library kernel launches (fused ops, codegen/library.h)
