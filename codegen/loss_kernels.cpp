@@ -67,20 +67,15 @@ TGC_INLINE T pow2(typename Bits<T>::I e) {
   return std::bit_cast<T>(static_cast<I>((e + Bits<T>::kBias) << Bits<T>::kMantissa));
 }
 
-// exp(x) = 2^n e^r with n = round(x / ln 2), r = x - n ln 2 in two parts (Cody-Waite; n * hi
-// is exact). 2^n is applied as 2^n1 * 2^n2 (n1 = round(n / 2)) so that results near overflow
-// or in the subnormal range round once. x is clamped first (exp is 0 resp. inf beyond the
-// clamp); NaN passes the clamps and gives NaN. Branch-free, so loops of it vectorize.
+// e^r for x = n ln2 + r with n = round(x / ln 2) (returned in n) and r split in two parts
+// (Cody-Waite; n * hi is exact), |r| <= ln2/2. The callers clamp x first and apply 2^n.
 template <class T>
-TGC_INLINE T expOne(T x) {
+TGC_INLINE T expReduced(T x, T& n) {
   constexpr bool f32 = sizeof(T) == 4;
-  constexpr T lo = f32 ? T(-105) : T(-746), hi = f32 ? T(89) : T(710);
   constexpr T ln2hi = f32 ? T(0.693359375) : T(0.693145751953125);
   constexpr T ln2lo = f32 ? T(-2.12194440e-4) : T(1.42860682030941723212e-6);
   constexpr T shift = Bits<T>::kShift;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const T n = (x * T(1.4426950408889634) + shift) - shift;
+  n = (x * T(1.4426950408889634) + shift) - shift;
   const T r = (x - n * ln2hi) - n * ln2lo;
   T p;
   if constexpr (f32) {
@@ -103,6 +98,22 @@ TGC_INLINE T expOne(T x) {
     p = T(kInvFact[13]);
     for (int k = 12; k >= 0; --k) p = p * r + T(kInvFact[k]);
   }
+  return p;
+}
+
+// exp(x) = 2^n e^r, with 2^n applied as 2^n1 * 2^n2 (n1 = round(n / 2)) so that results near
+// overflow or in the subnormal range round once. x is clamped first (exp is 0 resp. inf
+// beyond the clamp); NaN passes the clamps and gives NaN. Branch-free, so loops of it
+// vectorize.
+template <class T>
+TGC_INLINE T expOne(T x) {
+  constexpr bool f32 = sizeof(T) == 4;
+  constexpr T lo = f32 ? T(-105) : T(-746), hi = f32 ? T(89) : T(710);
+  constexpr T shift = Bits<T>::kShift;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  T n;
+  const T p = expReduced(x, n);
   const T n1 = ((n * T(0.5)) + shift) - shift;
   return p * pow2<T>(toInt(n1)) * pow2<T>(toInt(n - n1));
 }
@@ -118,32 +129,10 @@ template <class T>
 TGC_INLINE T expNonPositive(T x) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T lo = f32 ? T(-87) : T(-708), hi = f32 ? T(88) : T(709);
-  constexpr T ln2hi = f32 ? T(0.693359375) : T(0.693145751953125);
-  constexpr T ln2lo = f32 ? T(-2.12194440e-4) : T(1.42860682030941723212e-6);
-  constexpr T shift = Bits<T>::kShift;
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
-  const T n = (x * T(1.4426950408889634) + shift) - shift;
-  const T r = (x - n * ln2hi) - n * ln2lo;
-  T p;
-  if constexpr (f32) {
-    p = T(1.9875691500E-4);
-    p = p * r + T(1.3981999507E-3);
-    p = p * r + T(8.3334519073E-3);
-    p = p * r + T(4.1665795894E-2);
-    p = p * r + T(1.6666665459E-1);
-    p = p * r + T(5.0000001201E-1);
-    p = p * (r * r) + r + T(1);
-  } else {
-    constexpr auto kInvFact = [] {
-      std::array<double, 14> c{};
-      c[0] = 1;
-      for (int k = 1; k < 14; ++k) c[k] = c[k - 1] / k;
-      return c;
-    }();
-    p = T(kInvFact[13]);
-    for (int k = 12; k >= 0; --k) p = p * r + T(kInvFact[k]);
-  }
+  T n;
+  const T p = expReduced(x, n);
   return p * pow2<T>(toInt(n));
 }
 
