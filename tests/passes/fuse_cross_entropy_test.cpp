@@ -35,21 +35,7 @@ CompiledModel tinyModel(double smoothing) {
 // Random values for every input: parameters small floats, token ids in [1, V) with the odd
 // rows ending in padding (id 0), scalars 7.
 std::map<std::string, Tensor> inputsFor(const Graph& g) {
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> normal(0, 0.3);
-  std::map<std::string, Tensor> in;
-  for (Node* n : g.inputs()) {
-    Tensor t(n->result()->type());
-    const Shape& s = t.shape();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (isFloat(t.dtype())) t.setF(i, normal(rng));
-      else if (s.size() == 2 && (i / s[1]) % 2 == 1 && i % s[1] >= 2) t.setI(i, 0);
-      else if (s.size() == 2) t.setI(i, 1 + static_cast<int64_t>(rng() % (kVocab - 1)));
-      else t.setI(i, 7);
-    }
-    in.emplace(n->result()->name(), std::move(t));
-  }
-  return in;
+  return tgc::testing::transformerInputs(g, 5, kVocab);
 }
 
 int countOps(const Graph& g, OpKind k) {

@@ -44,21 +44,7 @@ CompiledModel tinyModel(const std::string& activation) {
 // Parameters small normal floats; token ids in [1, V) with the odd rows ending in padding;
 // the seed and step 7.
 std::map<std::string, Tensor> inputsFor(const Graph& g) {
-  std::mt19937_64 rng(11);
-  std::normal_distribution<double> normal(0, 0.3);
-  std::map<std::string, Tensor> in;
-  for (Node* n : g.inputs()) {
-    Tensor t(n->result()->type());
-    const Shape& s = t.shape();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (isFloat(t.dtype())) t.setF(i, normal(rng));
-      else if (s.size() == 2 && (i / s[1]) % 2 == 1 && i % s[1] >= 2) t.setI(i, 0);
-      else if (s.size() == 2) t.setI(i, 1 + static_cast<int64_t>(rng() % (kVocab - 1)));
-      else t.setI(i, 7);
-    }
-    in.emplace(n->result()->name(), std::move(t));
-  }
-  return in;
+  return tgc::testing::transformerInputs(g, 11, kVocab);
 }
 
 // ReLU tests of a dropout's output: one per rewritten FFN.

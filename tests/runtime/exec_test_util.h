@@ -48,6 +48,29 @@ inline std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed)
   return in;
 }
 
+// Inputs for a models/transformer.tg graph: float inputs normal(0, 0.3) (optimizer state 0
+// with zeroState), token ids [rows, len] in [1, vocab) with the odd rows padded (id 0) after
+// two tokens, other integers (the seed, the step) 7.
+inline std::map<std::string, Tensor> transformerInputs(const Graph& g, uint64_t seed,
+                                                       int64_t vocab, bool zeroState = false) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 0.3);
+  std::map<std::string, Tensor> in;
+  for (Node* n : g.inputs()) {
+    Tensor t(n->result()->type());
+    const Shape& s = t.shape();
+    const bool state = zeroState && n->attrString("role") == "state";
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (isFloat(t.dtype())) t.setF(i, state ? 0.0 : normal(rng));
+      else if (s.size() == 2 && (i / s[1]) % 2 == 1 && i % s[1] >= 2) t.setI(i, 0);
+      else if (s.size() == 2) t.setI(i, 1 + static_cast<int64_t>(rng() % (vocab - 1)));
+      else t.setI(i, 7);
+    }
+    in.emplace(n->result()->name(), std::move(t));
+  }
+  return in;
+}
+
 // |a - b| <= atol + rtol * |b| everywhere (NaN only where both are NaN); the first mismatch.
 inline ::testing::AssertionResult allClose(const Tensor& a, const Tensor& b, double rtol,
                                            double atol) {
