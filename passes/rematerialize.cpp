@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/env_flag.h"
 #include "passes/passes.h"
 
 namespace tgc {
@@ -236,10 +237,6 @@ class Rematerializer {
   }
 };
 
-bool envFlag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 }  // namespace
 

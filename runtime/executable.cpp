@@ -19,6 +19,7 @@
 #include "codegen/jit.h"
 #include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
+#include "ir/env_flag.h"
 #include "passes/fusion.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/graph_walk.h"
@@ -40,10 +41,6 @@ constexpr int64_t kSerialWork = 1 << 15;
 // Each thread's chunk of a parallel kernel gets at least this much work.
 constexpr int64_t kChunkWork = 1 << 13;
 
-bool envFlag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 // Where a buffer lives. Views share their operand's slot.
 enum class SlotKind { Arena, Input, Constant, Alias, Output };

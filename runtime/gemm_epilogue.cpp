@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "codegen/lower.h"
+#include "ir/env_flag.h"
 
 namespace tgc::runtime {
 
@@ -285,10 +286,6 @@ class Folder {
   std::unordered_set<const Value*> outputs_;
 };
 
-bool envFlagSet(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string_view(v) != "0";
-}
 
 // The value whose memory v is: v with its reshapes (views) looked through.
 const Value* storageOf(const Value* v) {
@@ -334,7 +331,7 @@ bool sumsRowsOfB(const Node& rs, const Node& mm) {
 }  // namespace
 
 std::vector<const Node*> foldBiasGradients(Graph& g, GemmEpilogues& folded) {
-  if (envFlagSet("TGC_NO_GEMM_EPILOGUE") || envFlagSet("TGC_NO_BIAS_GRAD_FOLD")) return {};
+  if (envFlag("TGC_NO_GEMM_EPILOGUE") || envFlag("TGC_NO_BIAS_GRAD_FOLD")) return {};
   const auto users = g.computeUsers();
   // The matmuls that can sum their B, by B's memory, in graph order.
   std::unordered_map<const Value*, std::vector<Node*>> byB;
@@ -418,7 +415,7 @@ void FoldedEpilogue::applyTo(codegen::GemmDesc& d) const {
 }
 
 GemmEpilogues foldGemmEpilogues(Graph& g) {
-  if (envFlagSet("TGC_NO_GEMM_EPILOGUE")) return {};
+  if (envFlag("TGC_NO_GEMM_EPILOGUE")) return {};
   return Folder(g).run();
 }
 

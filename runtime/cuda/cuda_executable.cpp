@@ -15,6 +15,7 @@
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/lower.h"
+#include "ir/env_flag.h"
 #include "runtime/cuda/cuda_gemm.h"
 #include "runtime/cuda/cuda_library.h"
 #include "runtime/graph_walk.h"
@@ -33,10 +34,6 @@ namespace {
 constexpr int kEnd = std::numeric_limits<int>::max();
 constexpr int64_t kDeviceAlignment = 256;  // cuMemAlloc's own alignment
 
-bool envFlag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 int64_t alignUp(int64_t bytes, int64_t to) { return (bytes + to - 1) / to * to; }
 
