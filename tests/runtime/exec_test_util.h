@@ -48,6 +48,25 @@ inline std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed)
   return in;
 }
 
+// Token ids [rows, cols] in [1, vocab) from seed, the odd rows padded (id 0) from column
+// padFrom on.
+inline Tensor tokenIds(const Shape& shape, uint64_t seed, int64_t padFrom, int64_t vocab) {
+  Tensor t(TensorType{DType::i64, shape});
+  std::mt19937_64 rng(seed);
+  const int64_t cols = shape[1];
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const bool pad = (i / cols) % 2 == 1 && i % cols >= padFrom;
+    t.setI(i, pad ? 0 : 1 + static_cast<int64_t>(rng() % (vocab - 1)));
+  }
+  return t;
+}
+
+inline Tensor scalarI64(int64_t v) {
+  Tensor t(TensorType{DType::i64, {}});
+  t.setI(0, v);
+  return t;
+}
+
 // Inputs for a models/transformer.tg graph: float inputs normal(0, 0.3) (optimizer state 0
 // with zeroState), token ids [rows, len] in [1, vocab) with the odd rows padded (id 0) after
 // two tokens, other integers (the seed, the step) 7.

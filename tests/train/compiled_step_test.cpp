@@ -51,21 +51,9 @@ std::unique_ptr<Graph> tinyTrainStep(double pDrop, std::vector<ParamInit>* param
 }
 
 Tensor tokens(Shape shape, uint64_t seed, int64_t padFrom) {
-  Tensor t(TensorType{DType::i64, shape});
-  std::mt19937_64 rng(seed);
-  const int64_t cols = shape[1];
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const bool pad = (i / cols) % 2 == 1 && i % cols >= padFrom;  // odd rows end in padding
-    t.setI(i, pad ? 0 : 1 + static_cast<int64_t>(rng() % (kVocab - 1)));
-  }
-  return t;
+  return tgc::testing::tokenIds(shape, seed, padFrom, kVocab);
 }
-
-Tensor scalarI64(int64_t v) {
-  Tensor t(TensorType{DType::i64, {}});
-  t.setI(0, v);
-  return t;
-}
+using tgc::testing::scalarI64;
 
 std::map<std::string, Tensor> batch(int64_t step) {
   std::map<std::string, Tensor> in;

@@ -49,21 +49,9 @@ Step tinyStep(DType precision) {
 }
 
 Tensor tokens(Shape shape, uint64_t seed, int64_t padFrom) {
-  Tensor t(TensorType{DType::i64, shape});
-  std::mt19937_64 rng(seed);
-  const int64_t cols = shape[1];
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const bool pad = (i / cols) % 2 == 1 && i % cols >= padFrom;  // odd rows end in padding
-    t.setI(i, pad ? 0 : 1 + static_cast<int64_t>(rng() % (kVocab - 1)));
-  }
-  return t;
+  return tgc::testing::tokenIds(shape, seed, padFrom, kVocab);
 }
-
-Tensor scalarI64(int64_t v) {
-  Tensor t(TensorType{DType::i64, {}});
-  t.setI(0, v);
-  return t;
-}
+using tgc::testing::scalarI64;
 
 // The first step's inputs: a fixed batch, parameters from seed 5, zero moments.
 std::map<std::string, Tensor> firstInputs(const Step& s) {
