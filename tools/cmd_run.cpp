@@ -55,6 +55,7 @@ struct RunOptions {
   std::string timing_json;
   bool no_cache = false;
   bool profile = false;
+  int profile_top = 25;  // --profile-top N: how many launches the profile lists
 };
 
 constexpr const char* kFooter = R"(
@@ -348,7 +349,7 @@ std::vector<Tensor> runInterp(const Graph& g, std::map<std::string, Tensor> inpu
 }
 
 // --profile: where the time of the runs went, launch by launch (most expensive first).
-void printProfile(std::vector<runtime::Executable::LaunchTime> launches) {
+void printProfile(std::vector<runtime::Executable::LaunchTime> launches, size_t shown) {
   double total = 0, gemm = 0;
   for (const auto& l : launches) {
     total += l.seconds;
@@ -362,8 +363,7 @@ void printProfile(std::vector<runtime::Executable::LaunchTime> launches) {
              "kernels {:.1f}%\n",
              runs, runs == 1 ? "" : "s", runs ? total / static_cast<double>(runs) * 1e3 : 0.0,
              total > 0 ? 100 * gemm / total : 0.0, total > 0 ? 100 * (total - gemm) / total : 0.0);
-  constexpr size_t kShown = 25;
-  for (size_t i = 0; i < std::min(kShown, launches.size()); ++i)
+  for (size_t i = 0; i < std::min(shown, launches.size()); ++i)
     fmt::print(stderr, "  {:6.2f}%  {:9.3f} ms  {}\n",
                total > 0 ? 100 * launches[i].seconds / total : 0.0,
                runs ? launches[i].seconds / static_cast<double>(runs) * 1e3 : 0.0,
@@ -399,7 +399,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
       results = exe->run(inputs);
       timing.run_s.push_back(secondsSince(t1));
     }
-    if (eo.profile) printProfile(exe->profile());
+    if (eo.profile) printProfile(exe->profile(), static_cast<size_t>(o.profile_top));
     return results;
   }
   runtime::ParamStore store;
@@ -430,7 +430,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
     results.push_back(it != out.end() ? std::move(it->second)
                                       : std::move(store.at(v->name().substr(4))));
   }
-  if (eo.profile) printProfile(exe->profile());
+  if (eo.profile) printProfile(exe->profile(), static_cast<size_t>(o.profile_top));
   return results;
 }
 
@@ -468,7 +468,7 @@ std::vector<Tensor> runCuda(const Graph& source, std::map<std::string, Tensor> i
       results = exe->run(inputs);
       timing.run_s.push_back(secondsSince(t1));
     }
-    if (eo.profile) printProfile(exe->profile());
+    if (eo.profile) printProfile(exe->profile(), static_cast<size_t>(o.profile_top));
     return results;
   }
   // Training state stays on the device across --repeat runs and comes back at the end.
@@ -484,7 +484,7 @@ std::vector<Tensor> runCuda(const Graph& source, std::map<std::string, Tensor> i
     timing.run_s.push_back(secondsSince(t1));
   }
   exe->saveState(store);
-  if (eo.profile) printProfile(exe->profile());
+  if (eo.profile) printProfile(exe->profile(), static_cast<size_t>(o.profile_top));
   for (const Value* v : g->outputs()) {
     auto it = out.find(v->name());
     results.push_back(it != out.end() ? it->second : store.at(v->name().substr(4)));
@@ -606,6 +606,10 @@ void registerRun(CLI::App& app) {
   cmd->add_flag("--profile", o->profile,
                 "cpu and cuda backends: time every launch and print the most expensive ones "
                 "to stderr");
+  cmd->add_option("--profile-top", o->profile_top,
+                  "with --profile: how many launches to list (default 25)")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
   cmd->callback([o] {
     try {
       runGraph(*o);
