@@ -55,6 +55,16 @@ using ExpFn = T (*)(T* x, int64_t n, T shift);
 
 // u[i] = philoxUniformAt(seed, offset, first + i) for i < n.
 using UniformFn = void (*)(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u);
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols.
+template <class T>
+using TransposeFn = void (*)(const T* src, int64_t lds, int64_t rows, int64_t cols, T* dst,
+                             int64_t ldd);
+// The sum of x[i] * y[i], i < n (any n).
+template <class T>
+using DotFn = T (*)(const T* x, const T* y, int64_t n);
+// s[c] = -inf where m[c] == 0, c < n (any n): a mask row with unit stride.
+template <class T>
+using MaskFn = void (*)(T* s, const uint8_t* m, int64_t n);
 
 template <class T>
 struct Prims {
@@ -62,6 +72,9 @@ struct Prims {
   MaxFn<T> max;
   ExpFn<T> exp;
   UniformFn uniforms;
+  TransposeFn<T> transpose;
+  DotFn<T> dot;
+  MaskFn<T> mask;
 };
 
 void uniformsPortable(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u) {
@@ -80,6 +93,26 @@ void gemmPortable(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int6
       for (int64_t j = 0; j < n; ++j) cr[j] += av * br[j];
     }
   }
+}
+
+template <class T>
+void transposePortable(const T* src, int64_t lds, int64_t rows, int64_t cols, T* dst,
+                       int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
+template <class T>
+T dotPortable(const T* x, const T* y, int64_t n) {
+  T acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += x[i] * y[i];
+  return acc;
+}
+
+template <class T>
+void maskPortable(T* s, const uint8_t* m, int64_t n) {
+  for (int64_t c = 0; c < n; ++c)
+    if (!m[c]) s[c] = -std::numeric_limits<T>::infinity();
 }
 
 template <class T>
@@ -163,24 +196,111 @@ TGC_AVX2_INLINE void gemmTile(int64_t k, const T* a, int64_t sam, int64_t sak, c
   }
 }
 
-// Register blocking: 6 rows x 2 vectors (12 accumulators, FMA latency hidden), the rows
-// left over 4 or 1 at a time.
+// All column tiles of rows [i, i + R).
+template <class T, int R>
+TGC_AVX2_INLINE void gemmRows(int64_t i, int64_t n, int64_t k, const T* a, int64_t sam,
+                              int64_t sak, const T* b, int64_t ldb, T* c, int64_t ldc,
+                              typename Avx<T>::V alpha, bool accumulate) {
+  constexpr int64_t W = Avx<T>::kLanes;
+  for (int64_t j = 0; j < n; j += 2 * W)
+    gemmTile<T, R>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, alpha,
+                   accumulate);
+}
+
+// Register blocking: 6 rows x 2 vectors (12 accumulators hide the FMA latency). The rows
+// left over go in one tile of 3-5 rows, or two (4 + 3, 4 + 4) when 1 or 2 are left after a
+// 6-row tile: a tile of 1 or 2 rows has too few accumulators to keep both FMA pipes busy
+// (m = 32, common at short lengths, was 5 x 6 + 2 x 1).
 template <class T>
 TGC_AVX2 void gemmAvx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t sam, int64_t sak,
                        const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, bool accumulate) {
-  using A = Avx<T>;
-  constexpr int64_t W = A::kLanes;
-  const typename A::V va = A::set1(alpha);
+  const typename Avx<T>::V va = Avx<T>::set1(alpha);
+  int64_t sixes = m / 6, rest = m % 6;
+  if ((rest == 1 || rest == 2) && sixes > 0) {
+    --sixes;
+    rest += 6;
+  }
   int64_t i = 0;
-  for (; i + 6 <= m; i += 6)
-    for (int64_t j = 0; j < n; j += 2 * W)
-      gemmTile<T, 6>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, va, accumulate);
-  for (; i + 4 <= m; i += 4)
-    for (int64_t j = 0; j < n; j += 2 * W)
-      gemmTile<T, 4>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, va, accumulate);
-  for (; i < m; ++i)
-    for (int64_t j = 0; j < n; j += 2 * W)
-      gemmTile<T, 1>(k, a + i * sam, sam, sak, b + j, ldb, c + i * ldc + j, ldc, va, accumulate);
+  for (; sixes > 0; --sixes, i += 6) gemmRows<T, 6>(i, n, k, a, sam, sak, b, ldb, c, ldc, va, accumulate);
+  while (rest > 0) {
+    const int64_t r = rest > 5 ? 4 : rest;
+    switch (r) {
+      case 5: gemmRows<T, 5>(i, n, k, a, sam, sak, b, ldb, c, ldc, va, accumulate); break;
+      case 4: gemmRows<T, 4>(i, n, k, a, sam, sak, b, ldb, c, ldc, va, accumulate); break;
+      case 3: gemmRows<T, 3>(i, n, k, a, sam, sak, b, ldb, c, ldc, va, accumulate); break;
+      case 2: gemmRows<T, 2>(i, n, k, a, sam, sak, b, ldb, c, ldc, va, accumulate); break;
+      default: gemmRows<T, 1>(i, n, k, a, sam, sak, b, ldb, c, ldc, va, accumulate); break;
+    }
+    i += r;
+    rest -= r;
+  }
+}
+
+// dst[c * ldd + r] = src[r * lds + c] in 8 x 8 blocks of floats (unpack, shuffle and lane
+// permutes), the edges element by element.
+TGC_AVX2_INLINE void transpose8x8(const float* s, int64_t lds, float* d, int64_t ldd) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + i * lds);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(d + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(d + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+TGC_AVX2 void transposeAvx2(const float* src, int64_t lds, int64_t rows, int64_t cols,
+                            float* dst, int64_t ldd) {
+  const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;
+  for (int64_t r = 0; r < rows8; r += 8)
+    for (int64_t c = 0; c < cols8; c += 8) transpose8x8(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+  for (int64_t r = 0; r < rows; ++r)  // the columns right of the blocks
+    for (int64_t c = cols8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+  for (int64_t r = rows8; r < rows; ++r)  // the rows below them
+    for (int64_t c = 0; c < cols8; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
+TGC_AVX2 float dotAvx2(const float* x, const float* y, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
+  }
+  if (i + 8 <= n) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    i += 8;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(s0, s1));
+  float acc = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  for (; i < n; ++i) acc += x[i] * y[i];
+  return acc;
+}
+
+TGC_AVX2 void maskAvx2(float* s, const uint8_t* m, int64_t n) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    int64_t bytes;
+    std::memcpy(&bytes, m + c, 8);
+    const __m256i mb = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    const __m256 off = _mm256_castsi256_ps(_mm256_cmpeq_epi32(mb, _mm256_setzero_si256()));
+    _mm256_storeu_ps(s + c, _mm256_blendv_ps(_mm256_loadu_ps(s + c), ninf, off));
+  }
+  maskPortable(s + c, m + c, n - c);
 }
 
 // exp over 8 floats: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' expf polynomial,
@@ -326,12 +446,16 @@ Prims<T> prims() {
 #ifdef TGC_ATTENTION_X86
   if (currentIsa() == AttentionIsa::Avx2) {
     if constexpr (std::is_same_v<T, float>)
-      return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2, &uniformsAvx2};
+      return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2,           &uniformsAvx2,
+              &transposeAvx2,   &dotAvx2,        &maskAvx2};
     else
-      return {&gemmAvx2<double>, &maxAvx2<double>, &expPortable<double>, &uniformsAvx2};
+      return {&gemmAvx2<double>,        &maxAvx2<double>,  &expPortable<double>,
+              &uniformsAvx2,            &transposePortable<double>, &dotPortable<double>,
+              &maskPortable<double>};
   }
 #endif
-  return {&gemmPortable<T>, &maxPortable<T>, &expPortable<T>, &uniformsPortable};
+  return {&gemmPortable<T>,      &maxPortable<T>, &expPortable<T>,  &uniformsPortable,
+          &transposePortable<T>, &dotPortable<T>, &maskPortable<T>};
 }
 
 // ---- masks and dropout -------------------------------------------------------------------
@@ -344,13 +468,15 @@ struct RowRules {
   int64_t b;
   T keepScale;
   UniformFn uniforms;
+  MaskFn<T> maskUnitStride;
 
   RowRules(const AttentionParams& params, const Prims<T>& pr, const uint8_t* m,
            int64_t batchItem)
       : p(params), mask(m && params.hasMask ? m + params.maskBase[batchItem] : nullptr),
         b(batchItem),
         keepScale(static_cast<T>(1.0 / (1.0 - params.pDrop))),
-        uniforms(pr.uniforms) {}
+        uniforms(pr.uniforms),
+        maskUnitStride(pr.mask) {}
 
   // Sets s[c] to -inf for every disallowed key j0 + c of query i, c < cols, and for the
   // padding columns up to colsPadded.
@@ -360,8 +486,12 @@ struct RowRules {
     if (p.causal) allowedEnd = std::clamp<int64_t>(i - j0 + 1, 0, cols);
     if (mask) {
       const uint8_t* mr = mask + i * p.maskStrideI + j0 * p.maskStrideJ;
-      for (int64_t c = 0; c < allowedEnd; ++c)
-        if (!mr[c * p.maskStrideJ]) s[c] = ninf;
+      if (p.maskStrideJ == 1) {
+        maskUnitStride(s, mr, allowedEnd);
+      } else {  // stride 0: one byte decides the whole row
+        for (int64_t c = 0; c < allowedEnd; ++c)
+          if (!mr[c * p.maskStrideJ]) s[c] = ninf;
+      }
     }
     std::fill(s + allowedEnd, s + colsPadded, ninf);
   }
@@ -386,14 +516,16 @@ void copyRows(const T* src, int64_t r0, int64_t rows, int64_t cols, T* dst, int6
   }
 }
 template <class T>
-void copyRowsTransposed(const T* src, int64_t r0, int64_t rows, int64_t cols, T* dst,
-                        int64_t ld) {
-  for (int64_t c = 0; c < cols; ++c) {
-    T* dr = dst + c * ld;
-    for (int64_t r = 0; r < rows; ++r) dr[r] = src[(r0 + r) * cols + c];
-    std::fill(dr + rows, dr + ld, T(0));
-  }
+void copyRowsTransposed(const Prims<T>& pr, const T* src, int64_t r0, int64_t rows,
+                        int64_t cols, T* dst, int64_t ld) {
+  pr.transpose(src + r0 * cols, cols, rows, cols, dst, ld);
+  if (rows < ld)
+    for (int64_t c = 0; c < cols; ++c) std::fill(dst + c * ld + rows, dst + (c + 1) * ld, T(0));
 }
+
+// Whether rows of n elements serve as a block product's B operand or output as they are
+// (no padded copy): n a multiple of the column padding.
+bool unpadded(int64_t n) { return n % kPad == 0; }
 
 // Runs fn(task, scratch) for every task in [0, tasks), handed out one at a time from a
 // shared counter (tasks cost unequal time under a causal mask), with one Scratch per
@@ -413,14 +545,15 @@ void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, cons
 
 template <class T>
 struct ForwardScratch {
-  // The head `head`'s keys, transposed per key block ([d, 64] each), and its values with
-  // padded rows: made once per head a thread works on, not once per query block (the
-  // copies cost as much as a block product when redone for every block pair).
+  // The head `head`'s keys, transposed per key block ([d, 64] each), and (when dv needs
+  // padding) its values with padded rows: made once per head a thread works on, not once
+  // per query block (the copies cost as much as a block product when redone for every
+  // block pair).
   int64_t head = -1;
   std::vector<T> kt, vp, s, o, m, l;
   explicit ForwardScratch(const AttentionParams& p)
       : kt(static_cast<size_t>((p.tk + kBlockK - 1) / kBlockK * p.d * kBlockK)),
-        vp(static_cast<size_t>(p.tk * padded(p.dv))),
+        vp(unpadded(p.dv) ? 0 : static_cast<size_t>(p.tk * padded(p.dv))),
         s(static_cast<size_t>(kBlockQ * kBlockK)),
         o(static_cast<size_t>(kBlockQ * padded(p.dv))),
         m(kBlockQ),
@@ -438,16 +571,16 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const T* qb = q + (b * p.tq + i0) * p.d;
   const T* kb = k + b * p.tk * p.d;
   const T* vb = v + b * p.tk * p.dv;
-  std::fill(w.o.begin(), w.o.end(), T(0));
-  std::fill(w.m.begin(), w.m.end(), ninf);
-  std::fill(w.l.begin(), w.l.end(), T(0));
+  std::fill_n(w.m.begin(), rows, ninf);
+  std::fill_n(w.l.begin(), rows, T(0));
   if (w.head != b) {
     for (int64_t j0 = 0; j0 < p.tk; j0 += kBlockK)
-      copyRowsTransposed(kb, j0, std::min(kBlockK, p.tk - j0), p.d, w.kt.data() + j0 * p.d,
-                         padded(std::min(kBlockK, p.tk - j0)));
-    copyRows(vb, 0, p.tk, p.dv, w.vp.data(), dvp);
+      copyRowsTransposed(pr, kb, j0, std::min(kBlockK, p.tk - j0), p.d,
+                         w.kt.data() + j0 * p.d, padded(std::min(kBlockK, p.tk - j0)));
+    if (!unpadded(p.dv)) copyRows(vb, 0, p.tk, p.dv, w.vp.data(), dvp);
     w.head = b;
   }
+  const T* vrows = unpadded(p.dv) ? vb : w.vp.data();  // [tk, dvp]
   const int64_t keyEnd = p.causal ? std::min(p.tk, i0 + rows) : p.tk;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
@@ -474,13 +607,13 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
         rules.keepFactors(i, j0, cols, z);
         for (int64_t c = 0; c < cols; ++c) sr[c] *= z[c];
       }
-      if (corr != T(1)) {
+      if (j0 > 0 && corr != T(1)) {  // (o is not yet written in the first block)
         T* orow = w.o.data() + r * dvp;
         for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
       }
     }
-    pr.gemm(rows, dvp, cols, w.s.data(), colsP, 1, w.vp.data() + j0 * dvp, dvp, w.o.data(), dvp,
-            T(1), true);
+    pr.gemm(rows, dvp, cols, w.s.data(), colsP, 1, vrows + j0 * dvp, dvp, w.o.data(), dvp,
+            T(1), j0 > 0);
   }
   for (int64_t r = 0; r < rows; ++r) {
     T* orow = out + (b * p.tq + i0 + r) * p.dv;
@@ -510,23 +643,26 @@ void forwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
 
 template <class T>
 struct BackwardScratch {
-  // Whole-head copies with padded rows (q, dout), the dq accumulator, delta; per key block
-  // its transposes, its padded rows and the dk, dv accumulators; per block pair s / p, z
-  // and dp / ds.
+  // Per key block its transposes and per block pair s / p, z and dp / ds. When d or dv is
+  // not a multiple of kPad, padded copies of the head's q, dout and key block, and the dq,
+  // dk, dv accumulators (otherwise the inputs are read and the outputs accumulated in place).
   std::vector<T> qp, dop, dq, delta, kt, kp, vt, dk, dv, s, pz, ds;
   explicit BackwardScratch(const AttentionParams& p)
-      : qp(static_cast<size_t>(p.tq * padded(p.d))),
-        dop(static_cast<size_t>(p.tq * padded(p.dv))),
-        dq(static_cast<size_t>(p.tq * padded(p.d))),
+      : qp(padCopy(p.d, p.tq)),
+        dop(padCopy(p.dv, p.tq)),
+        dq(padCopy(p.d, p.tq)),
         delta(static_cast<size_t>(p.tq)),
         kt(static_cast<size_t>(p.d * kBlockK)),
-        kp(static_cast<size_t>(kBlockK * padded(p.d))),
+        kp(padCopy(p.d, kBlockK)),
         vt(static_cast<size_t>(p.dv * kBlockK)),
-        dk(static_cast<size_t>(kBlockK * padded(p.d))),
-        dv(static_cast<size_t>(kBlockK * padded(p.dv))),
+        dk(padCopy(p.d, kBlockK)),
+        dv(padCopy(p.dv, kBlockK)),
         s(static_cast<size_t>(kBlockQ * kBlockK)),
         pz(static_cast<size_t>(kBlockQ * kBlockK)),
         ds(static_cast<size_t>(kBlockQ * kBlockK)) {}
+  static size_t padCopy(int64_t cols, int64_t rows) {
+    return unpadded(cols) ? 0 : static_cast<size_t>(rows * padded(cols));
+  }
 };
 
 template <class T>
@@ -535,6 +671,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
                   T* dq, T* dk, T* dv, int64_t b, BackwardScratch<T>& w) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t dp = padded(p.d), dvp = padded(p.dv);
+  const bool directD = unpadded(p.d), directDv = unpadded(p.dv);
   const RowRules<T> rules(p, pr, mask, b);
   const T* qb = q + b * p.tq * p.d;
   const T* kb = k + b * p.tk * p.d;
@@ -542,24 +679,32 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const T* ob = out + b * p.tq * p.dv;
   const T* dob = dout + b * p.tq * p.dv;
   const T* lb = lse + b * p.tq;
-  copyRows(qb, 0, p.tq, p.d, w.qp.data(), dp);
-  copyRows(dob, 0, p.tq, p.dv, w.dop.data(), dvp);
-  std::fill(w.dq.begin(), w.dq.end(), T(0));
-  for (int64_t i = 0; i < p.tq; ++i) {
-    T acc = 0;
-    for (int64_t c = 0; c < p.dv; ++c) acc += dob[i * p.dv + c] * ob[i * p.dv + c];
-    w.delta[static_cast<size_t>(i)] = acc;
-  }
+  // q and dout with rows of dp / dvp, and where dq [tq, dp] accumulates.
+  if (!directD) copyRows(qb, 0, p.tq, p.d, w.qp.data(), dp);
+  if (!directDv) copyRows(dob, 0, p.tq, p.dv, w.dop.data(), dvp);
+  const T* qrows = directD ? qb : w.qp.data();
+  const T* dorows = directDv ? dob : w.dop.data();
+  T* dqAcc = directD ? dq + b * p.tq * p.d : w.dq.data();  // written, not added to, at j0 = 0
+  if (p.tk == 0) std::fill_n(dqAcc, p.tq * dp, T(0));
+  for (int64_t i = 0; i < p.tq; ++i)
+    w.delta[static_cast<size_t>(i)] = pr.dot(dob + i * p.dv, ob + i * p.dv, p.dv);
   const T scale = static_cast<T>(p.scale);
   for (int64_t j0 = 0; j0 < p.tk; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
-    copyRowsTransposed(kb, j0, cols, p.d, w.kt.data(), colsP);
-    copyRows(kb, j0, cols, p.d, w.kp.data(), dp);
-    copyRowsTransposed(vb, j0, cols, p.dv, w.vt.data(), colsP);
-    std::fill(w.dk.begin(), w.dk.end(), T(0));
-    std::fill(w.dv.begin(), w.dv.end(), T(0));
+    copyRowsTransposed(pr, kb, j0, cols, p.d, w.kt.data(), colsP);
+    copyRowsTransposed(pr, vb, j0, cols, p.dv, w.vt.data(), colsP);
+    if (!directD) copyRows(kb, j0, cols, p.d, w.kp.data(), dp);
+    const T* krows = directD ? kb + j0 * p.d : w.kp.data();
+    // This key block's dk [cols, dp] and dv [cols, dvp] accumulate here (written, not added
+    // to, by the first query block).
+    T* dkAcc = directD ? dk + (b * p.tk + j0) * p.d : w.dk.data();
+    T* dvAcc = directDv ? dv + (b * p.tk + j0) * p.dv : w.dv.data();
     // Causal: query blocks whose last row is before j0 see none of these keys.
     const int64_t firstQ = p.causal ? j0 / kBlockQ * kBlockQ : 0;
+    if (firstQ >= p.tq) {  // no query at all (tq = 0)
+      std::fill_n(dkAcc, cols * dp, T(0));
+      std::fill_n(dvAcc, cols * dvp, T(0));
+    }
     for (int64_t i0 = firstQ; i0 < p.tq; i0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, p.tq - i0);
       // p = exp(scale * q k^T - lse), 0 where disallowed or the row has no allowed key.
@@ -602,19 +747,21 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
         for (int64_t c = 0; c < colsP; ++c) dr[c] = sr[c] * (dr[c] - dl);
       }
       // dv += pz^T dout;  dq += scale ds k;  dk += scale ds^T q.
-      pr.gemm(cols, dvp, rows, pz, 1, colsP, w.dop.data() + i0 * dvp, dvp, w.dv.data(), dvp,
-              T(1), true);
-      pr.gemm(rows, dp, cols, w.ds.data(), colsP, 1, w.kp.data(), dp, w.dq.data() + i0 * dp, dp,
-              scale, true);
-      pr.gemm(cols, dp, rows, w.ds.data(), 1, colsP, w.qp.data() + i0 * dp, dp, w.dk.data(), dp,
-              scale, true);
+      pr.gemm(cols, dvp, rows, pz, 1, colsP, dorows + i0 * dvp, dvp, dvAcc, dvp, T(1),
+              i0 > firstQ);
+      pr.gemm(rows, dp, cols, w.ds.data(), colsP, 1, krows, dp, dqAcc + i0 * dp, dp, scale,
+              j0 > 0);
+      pr.gemm(cols, dp, rows, w.ds.data(), 1, colsP, qrows + i0 * dp, dp, dkAcc, dp, scale,
+              i0 > firstQ);
     }
     for (int64_t c = 0; c < cols; ++c) {
-      std::copy_n(w.dk.data() + c * dp, p.d, dk + (b * p.tk + j0 + c) * p.d);
-      std::copy_n(w.dv.data() + c * dvp, p.dv, dv + (b * p.tk + j0 + c) * p.dv);
+      if (!directD) std::copy_n(w.dk.data() + c * dp, p.d, dk + (b * p.tk + j0 + c) * p.d);
+      if (!directDv) std::copy_n(w.dv.data() + c * dvp, p.dv, dv + (b * p.tk + j0 + c) * p.dv);
     }
   }
-  for (int64_t i = 0; i < p.tq; ++i) std::copy_n(w.dq.data() + i * dp, p.d, dq + (b * p.tq + i) * p.d);
+  if (!directD)
+    for (int64_t i = 0; i < p.tq; ++i)
+      std::copy_n(w.dq.data() + i * dp, p.d, dq + (b * p.tq + i) * p.d);
 }
 
 template <class T>

@@ -327,6 +327,47 @@ TEST_P(AttentionKernel, SequenceLengthsMasksAndDropout) {
           }
 }
 
+// The Transformer's head dims (multiples of the column padding: q, k, v, dout are read and
+// dq, dk, dv accumulated in place, without padded copies) at lengths around the block
+// product's row tiles (6, then 3-5 or 4 + 3 / 4 + 4) and the 8 x 8 transposes' edges;
+// head dim 40 pads dv while d is read in place.
+TEST_P(AttentionKernel, ShortLengthsAtHeadDims32And64) {
+  for (int64_t t : {1, 7, 31, 32, 33, 65})
+    for (int64_t d : {32, 64, 40})
+      for (bool causal : {false, true})
+        for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Full})
+          for (double drop : {0.0, 0.25}) {
+            if (d == 40 && (t != 33 || m == MaskKind::Full)) continue;
+            Case c;
+            c.b = 2;
+            c.h = 2;
+            c.tq = c.tk = t;
+            c.d = d == 40 ? 64 : d;
+            c.dv = d;
+            c.causal = causal;
+            c.mask = m;
+            c.pDrop = drop;
+            c.dtype = t == 33 && m == MaskKind::None ? DType::f64 : DType::f32;
+            checkAgainstReference(c, pool_);
+          }
+}
+
+// Several key blocks at head dim 64: dq accumulates over the key blocks in place, dk and dv
+// per key block straight into the outputs.
+TEST_P(AttentionKernel, Length257AtHeadDim64) {
+  for (bool causal : {false, true}) {
+    Case c;
+    c.b = 2;
+    c.h = 1;
+    c.tq = c.tk = 257;
+    c.d = c.dv = 64;
+    c.causal = causal;
+    c.mask = MaskKind::KeyPadding;
+    c.pDrop = causal ? 0.1 : 0;
+    checkAgainstReference(c, pool_);
+  }
+}
+
 TEST_P(AttentionKernel, CrossAttentionWithMoreKeysThanQueries) {
   for (DType dt : {DType::f32, DType::f64}) {
     Case c;
