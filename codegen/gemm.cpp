@@ -11,6 +11,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "codegen/gemm_batched.h"
 #include "codegen/gemm_pack.h"
 #include "codegen/jit.h"
 #include "runtime/thread_pool.h"
@@ -431,12 +432,16 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
     }
     return o;
   };
-  auto item = [&](int64_t index, ThreadPool* inner, const PrefetchPlan& next) {
+  auto itemOf = [&](int64_t index) {
     const Offsets o = offsets(index);
     Epilogue<T> epi = epi0;
     if (epi.addend) epi.addend += o.addend;
     if (epi.mask) epi.mask += o.mask * epi.maskBytes;
-    product(config_, kern, d, a + o.a, b + o.b, c + o.c, epi, inner, next);
+    return batched::Item<T, Epilogue<T>>{a + o.a, b + o.b, c + o.c, epi};
+  };
+  auto item = [&](int64_t index, ThreadPool* inner, const PrefetchPlan& next) {
+    const auto it = itemOf(index);
+    product(config_, kern, d, it.a, it.b, it.c, it.epi, inner, next);
   };
 
   const int threads = pool.numThreads();
@@ -446,7 +451,9 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
     // of the next are prefetched into L2 when both fit there with room to spare.
     const int64_t spanA = (d.transA ? d.k : d.m) * d.lda, spanB = (d.transB ? d.n : d.k) * d.ldb;
     const bool prefetch = static_cast<int64_t>(sizeof(T)) * (spanA + spanB) <= kPrefetchItemBytes;
+    const bool small = batched::smallItems(config_, d);  // codegen/gemm_batched.h
     balancedChunks(pool, count, ceilDiv(count, 4 * threads), [&](int64_t b0, int64_t b1) {
+      if (small) return batched::runItems<T>(config_, kern.packed, kern.direct, d, b0, b1, itemOf);
       for (int64_t i = b0; i < b1; ++i) {
         PrefetchPlan next;
         if (prefetch && i + 1 < b1) {

@@ -1,0 +1,121 @@
+// The batched GEMM's small-item path: a thread's run of consecutive batch items whose
+// operands are small (64 x (128x128x64), attention's per-head products), each item done
+// whole by that thread with no synchronisation, in one pass over C.
+//
+// Per item, with K in one block (k <= kc) and A and B small enough to prefetch:
+//   - B is packed once into kc x NR slivers (a thread-local buffer reused by every item);
+//     a transposed B of floats is packed with 4x4 SSE transposes (packBTransposedF32),
+//     three times faster than the generic per-element transposition.
+//   - A is read in place by the direct-A micro-kernel when it is not transposed and n is
+//     small (codegen/gemm_kernel.h), else packed once for the whole item.
+//   - The tiles are walked B sliver by B sliver (the sliver stays in L1), each column of
+//     tiles in calls of kRowsPerCall rows; between calls a slice of the NEXT item's A and
+//     B is prefetched, so that when its turn comes its operands are in L2. Spreading the
+//     prefetches over ~40 calls instead of one burst per B sliver keeps the burst from
+//     filling the miss queue the micro-kernel's own loads wait in.
+//   - The epilogue runs on each call's tiles right after the micro-kernel, still in L1.
+//
+// It is a template over the GEMM driver's epilogue type (codegen/gemm.cpp's Epilogue<T>:
+// fn, apply(c, ldc, row, col, rows, cols)), so the two paths share one epilogue.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "codegen/gemm.h"
+#include "codegen/gemm_kernel.h"
+#include "codegen/gemm_pack.h"
+
+namespace tgc::codegen::batched {
+
+// Rows of C per micro-kernel call: 4 slivers of the AVX2 kernel's 6 rows.
+inline constexpr int64_t kRowsPerCall = 24;
+// Items whose A and B together take at most this many bytes take this path: prefetched
+// into L2 (512 KiB per core on Zen 3) during the previous item, next to the current
+// item's A, B, packed B and C.
+inline constexpr int64_t kItemOperandBytes = 192 << 10;
+
+// Whether the items of `d` take the small-item path with kernel configuration `cfg`.
+bool smallItems(const GemmKernelConfig& cfg, const GemmDesc& d);
+
+// A thread-local 64-byte aligned buffer of at least `bytes` bytes, kept between calls;
+// slot 0 holds packed B, slot 1 packed A.
+void* scratch(int slot, int64_t bytes);
+
+// The slivers of NR = 16 columns of op(B) = B^T for a float B stored n x k (ldb apart):
+// dst[s*kc*16 + p*16 + j] = B(s*16 + j, p), zero for columns >= n.
+void packBTransposedF32(const float* b, int64_t ldb, int64_t n, int64_t kc, float* dst);
+
+// One batch item: its operands and its epilogue.
+template <class T, class Epi>
+struct Item {
+  const T* a;
+  const T* b;
+  T* c;
+  Epi epi;
+};
+
+// Runs items [i0, i1) of `d` on the calling thread; item(i) gives item i's Item.
+template <class T, class ItemFn>
+void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicroKernelDirectA<T>* direct,
+              const GemmDesc& d, int64_t i0, int64_t i1, const ItemFn& item) {
+  const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
+  const int64_t MR = cfg.mr, NR = cfg.nr;
+  const int64_t nSlivers = (d.n + NR - 1) / NR, mSlivers = (d.m + MR - 1) / MR;
+  const bool directA = !d.transA && d.n <= cfg.directAMaxN;
+  T* bp = static_cast<T*>(scratch(0, nSlivers * NR * d.k * static_cast<int64_t>(sizeof(T))));
+  T* ap = directA ? nullptr : static_cast<T*>(scratch(1, mSlivers * MR * d.k * static_cast<int64_t>(sizeof(T))));
+  // Bytes of A and B as stored, from an item's first element (what the next item prefetches).
+  const int64_t bytesA = ((d.transA ? d.k : d.m) - 1) * d.lda * static_cast<int64_t>(sizeof(T)) +
+                         (d.transA ? d.m : d.k) * static_cast<int64_t>(sizeof(T));
+  const int64_t bytesB = ((d.transB ? d.n : d.k) - 1) * d.ldb * static_cast<int64_t>(sizeof(T)) +
+                         (d.transB ? d.k : d.n) * static_cast<int64_t>(sizeof(T));
+  const int64_t linesA = (bytesA + 63) / 64, linesB = (bytesB + 63) / 64;
+  // A whole number of slivers per call, so that packed A's slivers start at a call's row.
+  const int64_t R = std::max(MR, kRowsPerCall / MR * MR);
+  const int64_t calls = nSlivers * ((d.m + R - 1) / R);
+
+  for (int64_t i = i0; i < i1; ++i) {
+    const auto it = item(i);
+    if constexpr (sizeof(T) == 4) {
+      if (d.transB && NR == 16)
+        packBTransposedF32(it.b, d.ldb, d.n, d.k, bp);
+      else
+        pack::packB(it.b, d.ldb, d.transB, 0, d.n, 0, d.k, cfg.nr, 0, nSlivers, bp);
+    } else {
+      pack::packB(it.b, d.ldb, d.transB, 0, d.n, 0, d.k, cfg.nr, 0, nSlivers, bp);
+    }
+    if (!directA) pack::packA(it.a, d.lda, d.transA, 0, d.m, 0, d.k, cfg.mr, ap);
+
+    // The next item's operands, a slice after each kernel call (none after the last item).
+    const char* nextA = nullptr;
+    const char* nextB = nullptr;
+    if (i + 1 < i1) {
+      const auto next = item(i + 1);
+      nextA = reinterpret_cast<const char*>(next.a);
+      nextB = reinterpret_cast<const char*>(next.b);
+    }
+    int64_t call = 0;
+    for (int64_t js = 0; js < nSlivers; ++js) {
+      const int64_t col = js * NR, nr = std::min(NR, d.n - col);
+      const T* bs = bp + js * d.k * NR;
+      for (int64_t row = 0; row < d.m; row += R, ++call) {
+        const int64_t rows = std::min(R, d.m - row);
+        T* ct = it.c + row * d.ldc + col;
+        if (directA)
+          direct(d.k, it.a + row * d.lda, d.lda, bs, ct, d.ldc, rows, nr, alpha, beta);
+        else
+          packed(d.k, ap + row * d.k, bs, ct, d.ldc, rows, nr, alpha, beta);
+        if (it.epi.fn) it.epi.apply(it.c, d.ldc, row, col, rows, nr);
+        if (nextA) {
+          for (int64_t l = call * linesA / calls, e = (call + 1) * linesA / calls; l < e; ++l)
+            __builtin_prefetch(nextA + l * 64, 0, 2);
+          for (int64_t l = call * linesB / calls, e = (call + 1) * linesB / calls; l < e; ++l)
+            __builtin_prefetch(nextB + l * 64, 0, 2);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tgc::codegen::batched
