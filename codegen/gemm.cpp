@@ -225,8 +225,10 @@ struct PrefetchPlan {
 constexpr int64_t kPrefetchItemBytes = 192 << 10;
 
 // Packed B is kept to about this size (the k x nc panels of all of K), so that it stays in
-// the last-level cache while every row block of A streams past it.
-constexpr int64_t kPackedBBytes = 4 << 20;
+// the last-level cache (32 MiB on this Zen 3) while every row block of A streams past it.
+// Each further column block packs all of A again: at 4 MiB the generator's dA product
+// (1024 x 256, K = 8000, B^T) took two blocks and transposed its 32 MB A twice.
+constexpr int64_t kPackedBBytes = 8 << 20;
 
 // One product C = alpha * op(A) op(B) + beta * C, split over `pool` when it is given.
 //
