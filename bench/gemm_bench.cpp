@@ -1,7 +1,7 @@
 // GEMM throughput of tgc against OpenBLAS (cblas_sgemm), side by side in one process, at
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
-//   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched]
+//   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step]
 //              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
@@ -11,6 +11,9 @@
 // --clock cpu times with the process's CPU time divided by the thread count instead of
 // the wall clock: what the wall time would be on idle cores, for a machine shared with
 // other jobs (time spent spinning or waiting in either library still counts).
+// --shapes step: the single products of the small preset's training step, with their
+// transposes and bias-gradient column sums, and their total time weighted by how many of
+// each the step runs.
 // --epilogue times tgc alone at the same shapes with a bias + ReLU epilogue
 // (codegen/gemm_epilogue.h) against the plain product, and against the plain product
 // followed by a separate bias + ReLU pass over C (what an unfused graph runs).
@@ -69,6 +72,8 @@ struct Case {
   std::string name;
   int64_t batch, m, n, k;
   bool transA = false, transB = false;
+  bool sumB = false;  // tgc also sums op(B)'s columns (GemmDesc::sumB); OpenBLAS does not
+  int count = 1;      // products of this shape per training step (--shapes step)
 };
 
 std::vector<Case> casesFor(const std::string& which) {
@@ -78,6 +83,30 @@ std::vector<Case> casesFor(const std::string& which) {
     cs.push_back({"64 x (128x64x128) B^T", 64, 128, 64, 128, false, true});
     cs.push_back({"16 x (512x512x64) A^T", 16, 512, 512, 64, true, false});
     cs.push_back({"128x128x64 (one item, hot)", 1, 128, 128, 64});  // the first, in cache
+    return cs;
+  }
+  if (which == "step") {
+    // The single products of the small preset's training step (B=16 x 64 tokens, d_model
+    // 256, FFN 1024, vocabulary 8000), as `tgc run` issues them: forward x W, dX = dY W^T,
+    // dW = X^T dY with the bias gradient summed from the packed dY (sumB). The epilogues
+    // (bias, ReLU, masks) are left out.
+    auto add = [&](int count, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool sumB) {
+      cs.push_back({fmt::format("{}x{}x{}{}{}{} x{}", m, n, k, ta ? " A^T" : "", tb ? " B^T" : "",
+                                sumB ? " +sumB" : "", count),
+                    1, m, n, k, ta, tb, sumB, count});
+    };
+    add(36, 1024, 256, 256, false, false, false);  // attention projections, forward
+    add(36, 1024, 256, 256, false, true, false);   // their dX
+    add(36, 256, 256, 1024, true, false, true);    // their dW and bias gradient
+    add(6, 1024, 1024, 256, false, false, false);  // FFN linear1
+    add(6, 1024, 256, 1024, false, false, false);  // FFN linear2
+    add(6, 1024, 1024, 256, false, true, false);   // dH of linear2
+    add(6, 1024, 256, 1024, false, true, false);   // dX of linear1
+    add(6, 256, 1024, 1024, true, false, true);    // dW of linear1
+    add(6, 1024, 256, 1024, true, false, true);    // dW of linear2
+    add(1, 1024, 8000, 256, false, false, false);  // generator projection (logits)
+    add(1, 1024, 256, 8000, false, true, false);   // its dA (dY W^T, K = vocabulary)
+    add(1, 256, 8000, 1024, true, false, true);    // its dW and bias gradient
     return cs;
   }
   std::vector<int64_t> tokens = which == "quick" ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 1024, 2048};
@@ -206,16 +235,23 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
   const auto& cfg = engine.config();
   fmt::print("tgc kernel {} (kc {}, mc {}, nc {}, unpacked A for n <= {})\n\n", cfg.name(), cfg.kc, cfg.mc, cfg.nc,
              cfg.directAMaxN);
-  fmt::print("{:<24} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
+  fmt::print("{:<30} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
              "OpenBLAS GF/s", "tgc/OpenBLAS", "tgc/peak", "max|diff|");
   std::vector<double> ratios;
+  struct {
+    double flops = 0, tgcS = 0, blasS = 0;  // weighted by Case::count
+  } total;
   for (const Case& c : casesFor(opts.shapes)) {
     GemmDesc d = GemmDesc::contiguous(dtype, c.m, c.n, c.k, c.transA, c.transB);
     if (c.batch > 1) d.addBatch(c.batch);
+    d.sumB = c.sumB;
     std::vector<T> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n), co(c.batch * c.m * c.n);
+    std::vector<T> sums(c.n);
+    GemmEpilogueOperands sumOut;
+    sumOut.sumB = sums.data();
     fill(a, 1);
     fill(b, 2);
-    auto tgcRun = [&] { engine.run(d, a.data(), b.data(), ct.data(), &pool); };
+    auto tgcRun = [&] { engine.run(d, a.data(), b.data(), ct.data(), &pool, sumOut); };
     auto blasOne = [&](int64_t i) {
       blasGemm(c.transA, c.transB, static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k),
                a.data() + i * c.m * c.k, static_cast<int>(d.lda), b.data() + i * c.k * c.n, static_cast<int>(d.ldb),
@@ -254,10 +290,18 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
     const double flops = 2.0 * c.batch * c.m * c.n * c.k;
     const double gt = flops / tgcS / 1e9, go = flops / blasS / 1e9;
     ratios.push_back(gt / go);
-    fmt::print("{:<24} {:>12.1f} {:>14.1f} {:>12.2f} {:>9.0f}% {:>10.1e}\n", c.name, gt, go, gt / go,
+    total.flops += c.count * flops;
+    total.tgcS += c.count * tgcS;
+    total.blasS += c.count * blasS;
+    fmt::print("{:<30} {:>12.1f} {:>14.1f} {:>12.2f} {:>9.0f}% {:>10.1e}\n", c.name, gt, go, gt / go,
                100 * gt / peak, diff);
     std::fflush(stdout);
   }
+  if (opts.shapes == "step")
+    fmt::print("\nthe step's {:.1f} GFLOP of products at these rates: tgc {:.1f} ms ({:.1f} GFLOP/s, {:.0f}% of "
+               "peak), OpenBLAS {:.1f} ms ({:.1f} GFLOP/s)\n",
+               total.flops / 1e9, total.tgcS * 1e3, total.flops / total.tgcS / 1e9,
+               100 * total.flops / total.tgcS / 1e9 / peak, total.blasS * 1e3, total.flops / total.blasS / 1e9);
   return ratios;
 }
 
@@ -266,7 +310,7 @@ template <class T>
 void runEpilogues(const Options& opts, ThreadPool& pool) {
   const DType dtype = sizeof(T) == 4 ? DType::f32 : DType::f64;
   const GemmEngine& engine = GemmEngine::host(dtype);
-  fmt::print("{:<24} {:>10} {:>10} {:>12} {:>12} {:>14}\n", "shape (batch x MxNxK)", "plain ms",
+  fmt::print("{:<30} {:>10} {:>10} {:>12} {:>12} {:>14}\n", "shape (batch x MxNxK)", "plain ms",
              "fused ms", "separate ms", "fused/plain", "fused/separate");
   for (const Case& c : casesFor(opts.shapes)) {
     GemmDesc plain = GemmDesc::contiguous(dtype, c.m, c.n, c.k, c.transA, c.transB);
@@ -299,7 +343,7 @@ void runEpilogues(const Options& opts, ThreadPool& pool) {
       timeIt(opts, separateRun, ss);
     }
     const double p = median(sp), f = median(sf), s = median(ss);
-    fmt::print("{:<24} {:>10.3f} {:>10.3f} {:>12.3f} {:>12.3f} {:>14.3f}\n", c.name, p * 1e3, f * 1e3, s * 1e3,
+    fmt::print("{:<30} {:>10.3f} {:>10.3f} {:>12.3f} {:>12.3f} {:>14.3f}\n", c.name, p * 1e3, f * 1e3, s * 1e3,
                f / p, f / s);
     std::fflush(stdout);
   }
@@ -359,8 +403,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--shapes") {
       opts.shapes = value();
       if (opts.shapes != "all" && opts.shapes != "transformer" && opts.shapes != "quick" &&
-          opts.shapes != "batched") {
-        fmt::print(stderr, "gemm_bench: --shapes must be all, transformer, quick or batched\n");
+          opts.shapes != "batched" && opts.shapes != "step") {
+        fmt::print(stderr, "gemm_bench: --shapes must be all, transformer, quick, batched or step\n");
         return 2;
       }
     } else if (arg == "--epilogue") {
@@ -383,7 +427,7 @@ int main(int argc, char** argv) {
       opts.cpuClock = c == "cpu";
     } else {
       fmt::print(stderr,
-                 "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched] "
+                 "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step] "
                  "[--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
