@@ -378,6 +378,7 @@ class Verifier {
     if (k_.parallelExtent < 0)
       bad(fmt::format("parallel extent {} is negative", k_.parallelExtent));
     if (k_.costPerIteration < 0) bad("costPerIteration is negative");
+    if (k_.vectorInterleave < 0) bad("vectorInterleave is negative");
     if (k_.parallelVar != -1) {
       checkVarIndex(k_.parallelVar, "the parallel variable");
       if (k_.vars[k_.parallelVar].type != DType::i64)
@@ -664,7 +665,9 @@ class Printer {
       if (d.inPlaceOf >= 0 && d.inPlaceOf < static_cast<int>(k_.buffers.size()))
         out_ += " inplace(" + k_.buffers[d.inPlaceOf].name + ")";
     }
-    out_ += fmt::format(") cost {} {{\n", k_.costPerIteration);
+    out_ += fmt::format(") cost {}", k_.costPerIteration);
+    if (k_.vectorInterleave > 0) out_ += fmt::format(" interleave {}", k_.vectorInterleave);
+    out_ += " {\n";
     for (size_t v = 0; v < k_.vars.size(); ++v) {
       if (static_cast<int>(v) == k_.parallelVar || isLoopVar(k_.body, static_cast<int>(v)))
         continue;

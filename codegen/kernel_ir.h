@@ -112,6 +112,11 @@ struct Kernel {
   // Rough cost of one parallel iteration (in scalar operations), so the runtime can keep
   // small kernels on one thread.
   int64_t costPerIteration = 1;
+  // How many vector iterations of each LoopKind::Vector loop run side by side (LLVM's
+  // interleave count; 0 leaves it to LLVM). For bodies that are one long dependency chain
+  // (a Philox draw: ten rounds of multiply, shift, xor), independent chains fill the
+  // vector units while one waits for its multiply.
+  int vectorInterleave = 0;
   std::vector<StmtP> body;
 
   int addVar(std::string varName, DType type) {

@@ -343,6 +343,8 @@ llvm::MDNode* KernelEmitter::loopMetadata(const Stmt& s) {
         int lanes = vectorBits_ / (8 * widestElement(k_, s.body));
         if (lanes >= 2) prop("llvm.loop.vectorize.width", i32md(lanes));
       }
+      if (k_.vectorInterleave > 0)
+        prop("llvm.loop.interleave.count", i32md(k_.vectorInterleave));
       break;
     }
     case kir::LoopKind::Unroll:
