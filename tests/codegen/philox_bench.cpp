@@ -2,8 +2,11 @@
 // ([1024, 256]: 262144 elements): philox_uniform alone, the dropout + residual add of a
 // layer's output (forward) and the dropout gradient with the keep mask recomputed
 // (backward). Each kernel runs on the calling thread over its whole range, timed with the
-// thread's CPU clock (so other load on a shared machine matters little); the figure is the
-// median of the runs, in ns per element. Not a test: `build/tests/codegen/philox_bench [runs]`.
+// thread's CPU clock (so other load on a shared machine matters less); the figure is the
+// median of the runs, in ns per element. Each kernel is also compiled without the vector
+// loop's interleave (Kernel::vectorInterleave = 0: the code before it existed), the two
+// runs alternating, so one run compares both. Not a test:
+// `build/tests/codegen/philox_bench [runs]`.
 #include <fmt/format.h>
 #include <time.h>
 
@@ -63,7 +66,10 @@ int main(int argc, char** argv) {
       if (n->op() != OpKind::Input) group.push_back(n.get());
     LoweredKernel lk = lowerGroup(group);
     lk.kernel.name += fmt::format("_{}", counter++);
-    kir::KernelFn fn = compileKernels(jit, {&lk.kernel})[0];
+    kir::Kernel plain = lk.kernel;
+    plain.name += "_plain";
+    plain.vectorInterleave = 0;
+    std::vector<kir::KernelFn> fns = compileKernels(jit, {&lk.kernel, &plain});
     std::vector<Tensor> ts;
     std::vector<void*> bufs;
     for (const Value* v : lk.values) {
@@ -75,15 +81,17 @@ int main(int argc, char** argv) {
         t.setF(i, t.numel() == 1 ? (isInteger(t.dtype()) ? 4294966296.0 : 0.1) : 0.25 * (i % 13));
       bufs.push_back(t.data());
     }
-    std::vector<double> ns;
-    fn(bufs.data(), 0, lk.kernel.parallelExtent);  // warm up (page faults, caches)
-    for (int r = 0; r < runs; ++r) {
-      const double t0 = threadSeconds();
-      fn(bufs.data(), 0, lk.kernel.parallelExtent);
-      ns.push_back((threadSeconds() - t0) * 1e9 / static_cast<double>(kShape[0] * kShape[1]));
-    }
-    std::sort(ns.begin(), ns.end());
-    fmt::print("{:52s} {:6.2f} ns/element (min {:.2f})\n", label, ns[ns.size() / 2], ns[0]);
+    std::vector<double> ns[2];
+    for (int r = -1; r < runs; ++r)
+      for (int f = 0; f < 2; ++f) {
+        const double t0 = threadSeconds();
+        fns[f](bufs.data(), 0, lk.kernel.parallelExtent);
+        if (r >= 0)  // run -1 warms up (page faults, caches)
+          ns[f].push_back((threadSeconds() - t0) * 1e9 / static_cast<double>(kShape[0] * kShape[1]));
+      }
+    for (auto& v : ns) std::sort(v.begin(), v.end());
+    fmt::print("{:48s} {:5.2f} ns/element (interleave {}), {:5.2f} without\n", label,
+               ns[0][ns[0].size() / 2], lk.kernel.vectorInterleave, ns[1][ns[1].size() / 2]);
   };
 
   { Bench b; Value* s = b.in({DType::i64, {}}); Value* o = b.in({DType::i64, {}});
