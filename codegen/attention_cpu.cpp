@@ -527,6 +527,15 @@ void copyRowsTransposed(const Prims<T>& pr, const T* src, int64_t r0, int64_t ro
 // (no padded copy): n a multiple of the column padding.
 bool unpadded(int64_t n) { return n % kPad == 0; }
 
+// Causal: in a block pair (queries i0 + r, keys j0 + c), row r needs only the keys
+// c <= i0 + r - j0. The rows go in groups of kPad, each group's block products cut at the
+// columns its last row needs (keysNeeded of its end), so most of the masked triangle is
+// skipped: 1/4 of the products at L = 32, 3/8 at L = 64 (all keys in one block).
+int64_t causalGroup(const AttentionParams& p, int64_t rows) { return p.causal ? kPad : rows; }
+int64_t keysNeeded(const AttentionParams& p, int64_t queryEnd, int64_t j0, int64_t cols) {
+  return p.causal ? std::clamp<int64_t>(queryEnd - j0, 0, cols) : cols;
+}
+
 // Runs fn(task, scratch) for every task in [0, tasks), handed out one at a time from a
 // shared counter (tasks cost unequal time under a causal mask), with one Scratch per
 // thread built once per call.
@@ -585,35 +594,40 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
     const T* kt = w.kt.data() + j0 * p.d;
-    // s = scale * q k^T, then p = exp(s - m_new) with the running max.
-    pr.gemm(rows, colsP, p.d, qb, p.d, 1, kt, colsP, w.s.data(), colsP,
-            static_cast<T>(p.scale), false);
-    for (int64_t r = 0; r < rows; ++r) {
-      T* sr = w.s.data() + r * colsP;
-      const int64_t i = i0 + r;
-      rules.maskRow(sr, i, j0, cols, colsP);
-      const T mx = pr.max(sr, colsP);
-      if (mx == ninf) {  // nothing allowed in this block: it adds nothing
-        std::fill(sr, sr + colsP, T(0));
-        continue;
+    for (int64_t r0 = 0; r0 < rows; r0 += causalGroup(p, rows)) {
+      const int64_t r1 = std::min(rows, r0 + causalGroup(p, rows));
+      const int64_t gCols = keysNeeded(p, i0 + r1, j0, cols), gColsP = padded(gCols);
+      if (gCols == 0) continue;  // (only when j0 > 0: o is already written)
+      // s = scale * q k^T, then p = exp(s - m_new) with the running max.
+      pr.gemm(r1 - r0, gColsP, p.d, qb + r0 * p.d, p.d, 1, kt, colsP, w.s.data() + r0 * colsP,
+              colsP, static_cast<T>(p.scale), false);
+      for (int64_t r = r0; r < r1; ++r) {
+        T* sr = w.s.data() + r * colsP;
+        const int64_t i = i0 + r;
+        rules.maskRow(sr, i, j0, gCols, gColsP);
+        const T mx = pr.max(sr, gColsP);
+        if (mx == ninf) {  // nothing allowed in this block: it adds nothing
+          std::fill(sr, sr + gColsP, T(0));
+          continue;
+        }
+        // A NaN score makes the row NaN (out and lse), as in the unfused softmax.
+        const T mNew = std::isnan(mx) ? mx : std::max(w.m[r], mx);  // max keeps a NaN w.m[r]
+        const T corr = std::exp(w.m[r] - mNew);  // 0 when the row had no allowed key yet
+        w.l[r] = w.l[r] * corr + pr.exp(sr, gColsP, mNew);
+        w.m[r] = mNew;
+        if (p.pDrop > 0) {
+          T z[kBlockK];
+          rules.keepFactors(i, j0, gCols, z);
+          for (int64_t c = 0; c < gCols; ++c) sr[c] *= z[c];
+        }
+        if (j0 > 0 && corr != T(1)) {  // (o is not yet written in the first block)
+          T* orow = w.o.data() + r * dvp;
+          for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
+        }
       }
-      // A NaN score makes the row NaN (out and lse), as in the unfused softmax.
-      const T mNew = std::isnan(mx) ? mx : std::max(w.m[r], mx);  // max keeps a NaN w.m[r]
-      const T corr = std::exp(w.m[r] - mNew);  // 0 when the row had no allowed key yet
-      w.l[r] = w.l[r] * corr + pr.exp(sr, colsP, mNew);
-      w.m[r] = mNew;
-      if (p.pDrop > 0) {
-        T z[kBlockK];
-        rules.keepFactors(i, j0, cols, z);
-        for (int64_t c = 0; c < cols; ++c) sr[c] *= z[c];
-      }
-      if (j0 > 0 && corr != T(1)) {  // (o is not yet written in the first block)
-        T* orow = w.o.data() + r * dvp;
-        for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
-      }
+      pr.gemm(r1 - r0, dvp, gCols, w.s.data() + r0 * colsP, colsP, 1, vrows + j0 * dvp, dvp,
+              w.o.data() + r0 * dvp, dvp, T(1), j0 > 0);
     }
-    pr.gemm(rows, dvp, cols, w.s.data(), colsP, 1, vrows + j0 * dvp, dvp, w.o.data(), dvp,
-            T(1), j0 > 0);
   }
   for (int64_t r = 0; r < rows; ++r) {
     T* orow = out + (b * p.tq + i0 + r) * p.dv;
@@ -707,52 +721,64 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
     }
     for (int64_t i0 = firstQ; i0 < p.tq; i0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, p.tq - i0);
-      // p = exp(scale * q k^T - lse), 0 where disallowed or the row has no allowed key.
-      pr.gemm(rows, colsP, p.d, qb + i0 * p.d, p.d, 1, w.kt.data(), colsP, w.s.data(), colsP,
-              scale, false);
-      for (int64_t r = 0; r < rows; ++r) {
-        T* sr = w.s.data() + r * colsP;
-        const T l = lb[i0 + r];
-        if (l == ninf) {
-          std::fill(sr, sr + colsP, T(0));
-          continue;
+      const T* pz = p.pDrop > 0 ? w.pz.data() : w.s.data();  // p * z
+      // Row groups (causalGroup): p, ds and dq over the keys each group needs.
+      for (int64_t r0 = 0; r0 < rows; r0 += causalGroup(p, rows)) {
+        const int64_t r1 = std::min(rows, r0 + causalGroup(p, rows));
+        const int64_t gCols = keysNeeded(p, i0 + r1, j0, cols), gColsP = padded(gCols);
+        // p = exp(scale * q k^T - lse), 0 where disallowed or the row has no allowed key.
+        pr.gemm(r1 - r0, gColsP, p.d, qb + (i0 + r0) * p.d, p.d, 1, w.kt.data(), colsP,
+                w.s.data() + r0 * colsP, colsP, scale, false);
+        for (int64_t r = r0; r < r1; ++r) {
+          T* sr = w.s.data() + r * colsP;
+          const T l = lb[i0 + r];
+          if (l == ninf) {
+            std::fill(sr, sr + gColsP, T(0));
+            continue;
+          }
+          rules.maskRow(sr, i0 + r, j0, gCols, gColsP);
+          pr.exp(sr, gColsP, l);
         }
-        rules.maskRow(sr, i0 + r, j0, cols, colsP);
-        pr.exp(sr, colsP, l);
-      }
-      // dp (before dropout) = dout v^T.
-      pr.gemm(rows, colsP, p.dv, dob + i0 * p.dv, p.dv, 1, w.vt.data(), colsP, w.ds.data(),
-              colsP, T(1), false);
-      // pz = p * z; ds = p * (dp * z - delta).
-      const T* pz = w.s.data();
-      if (p.pDrop > 0) {
-        T z[kBlockK];
-        for (int64_t r = 0; r < rows; ++r) {
-          rules.keepFactors(i0 + r, j0, cols, z);
-          std::fill(z + cols, z + colsP, T(0));
-          T* pzr = w.pz.data() + r * colsP;
-          T* dr = w.ds.data() + r * colsP;
-          const T* sr = w.s.data() + r * colsP;
-          for (int64_t c = 0; c < colsP; ++c) {
-            pzr[c] = sr[c] * z[c];
-            dr[c] *= z[c];
+        // dp (before dropout) = dout v^T.
+        pr.gemm(r1 - r0, gColsP, p.dv, dob + (i0 + r0) * p.dv, p.dv, 1, w.vt.data(), colsP,
+                w.ds.data() + r0 * colsP, colsP, T(1), false);
+        // pz = p * z; ds = p * (dp * z - delta).
+        if (p.pDrop > 0) {
+          T z[kBlockK];
+          for (int64_t r = r0; r < r1; ++r) {
+            rules.keepFactors(i0 + r, j0, gCols, z);
+            std::fill(z + gCols, z + gColsP, T(0));
+            T* pzr = w.pz.data() + r * colsP;
+            T* dr = w.ds.data() + r * colsP;
+            const T* sr = w.s.data() + r * colsP;
+            for (int64_t c = 0; c < gColsP; ++c) {
+              pzr[c] = sr[c] * z[c];
+              dr[c] *= z[c];
+            }
           }
         }
-        pz = w.pz.data();
+        for (int64_t r = r0; r < r1; ++r) {
+          const T dl = w.delta[static_cast<size_t>(i0 + r)];
+          T* dr = w.ds.data() + r * colsP;
+          const T* sr = w.s.data() + r * colsP;
+          for (int64_t c = 0; c < gColsP; ++c) dr[c] = sr[c] * (dr[c] - dl);
+        }
+        // dq += scale ds k.
+        pr.gemm(r1 - r0, dp, gCols, w.ds.data() + r0 * colsP, colsP, 1, krows, dp,
+                dqAcc + (i0 + r0) * dp, dp, scale, j0 > 0);
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        const T dl = w.delta[static_cast<size_t>(i0 + r)];
-        T* dr = w.ds.data() + r * colsP;
-        const T* sr = w.s.data() + r * colsP;
-        for (int64_t c = 0; c < colsP; ++c) dr[c] = sr[c] * (dr[c] - dl);
+      // Key groups: dv += pz^T dout and dk += scale ds^T q over the query rows that see
+      // them (under causal, from row j0 + c0 - i0 on; those rows' groups computed these
+      // columns).
+      for (int64_t c0 = 0; c0 < cols; c0 += causalGroup(p, cols)) {
+        const int64_t c1 = std::min(cols, c0 + causalGroup(p, cols));
+        const int64_t rStart = p.causal ? std::clamp<int64_t>(j0 + c0 - i0, 0, rows) : 0;
+        const int64_t at = rStart * colsP + c0;
+        pr.gemm(c1 - c0, dvp, rows - rStart, pz + at, 1, colsP, dorows + (i0 + rStart) * dvp,
+                dvp, dvAcc + c0 * dvp, dvp, T(1), i0 > firstQ);
+        pr.gemm(c1 - c0, dp, rows - rStart, w.ds.data() + at, 1, colsP,
+                qrows + (i0 + rStart) * dp, dp, dkAcc + c0 * dp, dp, scale, i0 > firstQ);
       }
-      // dv += pz^T dout;  dq += scale ds k;  dk += scale ds^T q.
-      pr.gemm(cols, dvp, rows, pz, 1, colsP, dorows + i0 * dvp, dvp, dvAcc, dvp, T(1),
-              i0 > firstQ);
-      pr.gemm(rows, dp, cols, w.ds.data(), colsP, 1, krows, dp, dqAcc + i0 * dp, dp, scale,
-              j0 > 0);
-      pr.gemm(cols, dp, rows, w.ds.data(), 1, colsP, qrows + i0 * dp, dp, dkAcc, dp, scale,
-              i0 > firstQ);
     }
     for (int64_t c = 0; c < cols; ++c) {
       if (!directD) std::copy_n(w.dk.data() + c * dp, p.d, dk + (b * p.tk + j0 + c) * p.d);
