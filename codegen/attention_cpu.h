@@ -5,23 +5,28 @@
 // over the pool's threads. Each task walks the key blocks of 64 keys with an online softmax
 // (a running row max m and sum l; the output block is rescaled by exp(m_old - m_new) when
 // the max grows), so no [Tq, Tk] matrix ever exists: besides out and lse [..., Tq], memory
-// is per thread a few 64 x 64 blocks and one head's keys (transposed) and values. The
-// causal mask and a broadcast bool mask are read inside the block; key blocks entirely past
-// the causal diagonal are skipped; dropout draws philoxUniformAt per element of the
+// is per thread a few 64 x 64 blocks and one head's keys (transposed). The causal mask and
+// a broadcast bool mask are read inside the block; key blocks entirely past the causal
+// diagonal are skipped, and inside a block pair the rows go in groups of 16, each cut at
+// the last key its last row may see; dropout draws philoxUniformAt per element of the
 // [..., Tq, Tk] index space (8 counters at a time with AVX2), exactly the frontend's stream.
+// Short sequences (L <= 64, the Transformer presets) are one block: one task per head.
 //
 // Backward (FlashAttention-2 loop order): one task per batch item (batch x heads); it owns
 // that head's dq, dk, dv, so tasks never write the same memory. Key blocks outer (their dk,
 // dv accumulate in 64-row blocks), query blocks inner (from the diagonal on when causal);
 // p is recomputed from the saved lse, and delta[i] = dot(dout[i], out[i]) once per row.
-// Scratch per thread is O(Tq x D): padded copies of the head's q and dout and its dq.
 //
-// The block products run on a small register-blocked kernel (6 rows x 2 vectors) built for
-// AVX2+FMA with __attribute__((target)), chosen at run time with __builtin_cpu_supports; a
-// portable C++ version runs elsewhere (and in tests, forced by setAttentionIsa). On 64^3
-// blocks it ran 1.2-1.4x faster than calling the JIT-compiled GEMM (codegen/gemm.h) per
-// block, which packs both operands every call. f32 uses a vectorized exp (Cephes
-// polynomial, ~1 ulp); f64 uses std::exp.
+// The block products run on a small register-blocked kernel (6 rows x 2 vectors, the rows
+// left over in tiles of 3-5, never 1-2) built for AVX2+FMA with __attribute__((target)),
+// chosen at run time with __builtin_cpu_supports; a portable C++ version runs elsewhere
+// (and in tests, forced by setAttentionIsa). On 64^3 blocks it ran 1.2-1.4x faster than
+// calling the JIT-compiled GEMM (codegen/gemm.h) per block, which packs both operands every
+// call. Its columns are padded to 16: when the head dims are multiples of 16 (32, 64) q, k,
+// v, dout are its operands as they are and dq, dk, dv accumulate in the outputs; other head
+// dims go through padded per-thread copies. Keys and values are transposed per block with
+// 8 x 8 AVX2 transposes. f32 uses a vectorized exp (Cephes polynomial, ~1 ulp); f64 uses
+// std::exp.
 #pragma once
 
 #include <cstdint>
