@@ -95,12 +95,14 @@ void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicro
       nextA = reinterpret_cast<const char*>(next.a);
       nextB = reinterpret_cast<const char*>(next.b);
     }
+    // Whole columns of tiles when there is nothing to prefetch: fewer calls.
+    const int64_t step = nextA ? R : d.m;
     int64_t call = 0;
     for (int64_t js = 0; js < nSlivers; ++js) {
       const int64_t col = js * NR, nr = std::min(NR, d.n - col);
       const T* bs = bp + js * d.k * NR;
-      for (int64_t row = 0; row < d.m; row += R, ++call) {
-        const int64_t rows = std::min(R, d.m - row);
+      for (int64_t row = 0; row < d.m; row += step, ++call) {
+        const int64_t rows = std::min(step, d.m - row);
         T* ct = it.c + row * d.ldc + col;
         if (directA)
           direct(d.k, it.a + row * d.lda, d.lda, bs, ct, d.ldc, rows, nr, alpha, beta);
