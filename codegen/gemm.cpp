@@ -225,10 +225,13 @@ struct PrefetchPlan {
 constexpr int64_t kPrefetchItemBytes = 192 << 10;
 
 // Packed B is kept to about this size (the k x nc panels of all of K), so that it stays in
-// the last-level cache (32 MiB on this Zen 3) while every row block of A streams past it.
-// Each further column block packs all of A again: at 4 MiB the generator's dA product
-// (1024 x 256, K = 8000, B^T) took two blocks and transposed its 32 MB A twice.
-constexpr int64_t kPackedBBytes = 8 << 20;
+// the last-level cache while every row block of A streams past it...
+constexpr int64_t kPackedBBytes = 4 << 20;
+// ...unless all of B fits in this: each further column block packs all of A again, and at
+// 4 MiB the generator's dA product (1024 x 256, K = 8000, B^T; B is 8 MB) took two blocks
+// and transposed its 32 MB A twice (one block: +5% CPU-clock on 2 threads). A B larger
+// than this keeps 4 MiB panels (8 MiB panels measured 2% slower on 256 x 8000 x 1024).
+constexpr int64_t kOneBlockBBytes = 8 << 20;
 
 // One product C = alpha * op(A) op(B) + beta * C, split over `pool` when it is given.
 //
@@ -252,7 +255,10 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
   const int64_t kBlocks = ceilDiv(d.k, cfg.kc);
   // Few columns: each A sliver would serve too few tiles to repay packing it.
   const bool directA = !d.transA && d.n <= cfg.directAMaxN;
-  const int64_t nc = std::clamp<int64_t>(kPackedBBytes / static_cast<int64_t>(sizeof(T)) / d.k / NR * NR, NR, cfg.nc);
+  const int64_t elemBytes = static_cast<int64_t>(sizeof(T));
+  const int64_t nc = d.k * ceilDiv(d.n, NR) * NR * elemBytes <= kOneBlockBBytes
+                         ? ceilDiv(d.n, NR) * NR
+                         : std::clamp<int64_t>(kPackedBBytes / elemBytes / d.k / NR * NR, NR, cfg.nc);
 
   for (int64_t jc = 0; jc < d.n; jc += nc) {
     const int64_t ncur = std::min(nc, d.n - jc);

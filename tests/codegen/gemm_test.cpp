@@ -163,9 +163,9 @@ TEST(Gemm, LargeF32) {
   checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, 509, 1031, 611, true, true), pool);
 }
 
-// A long K with few columns (the generator's dA = dY W^T, K = vocabulary): B is packed for
-// all of K in one column block when it fits the packed-B budget (n = 256), and in two when
-// a remainder sliver pushes it over (n = 264: 256 + 8 columns), transposed and not.
+// A long K with few columns (the generator's dA = dY W^T, K = vocabulary): all of B is
+// packed in one column block when it fits 8 MiB (n = 256), and in 4 MiB panels when a
+// remainder sliver pushes it over (n = 264: 128 + 128 + 8 columns), transposed and not.
 TEST(Gemm, LongKColumnBlocks) {
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
