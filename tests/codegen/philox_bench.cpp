@@ -1,11 +1,11 @@
 // The generated kernels that draw Philox4x32-10 numbers, at the small preset's shape
 // ([1024, 256]: 262144 elements): philox_uniform alone, the dropout + residual add of a
-// layer's output (forward) and the dropout gradient with the keep mask recomputed
-// (backward). Each kernel runs on the calling thread over its whole range, timed with the
-// thread's CPU clock (so other load on a shared machine matters less); the figure is the
-// median of the runs, in ns per element. Each kernel is also compiled without the vector
-// loop's interleave (Kernel::vectorInterleave = 0: the code before it existed), the two
-// runs alternating, so one run compares both. Not a test:
+// layer's output (forward), the dropout gradient with the keep mask recomputed (backward)
+// and the dropout of an embedding lookup. Each kernel runs on the calling thread over its
+// whole range, timed with the thread's CPU clock (so other load on a shared machine matters
+// less); the figure is the median of the runs, in ns per element. Each kernel is also
+// compiled without the vector loop's interleave (Kernel::vectorInterleave = 0: the code
+// before it existed), the two runs alternating, so one run compares both. Not a test:
 // `build/tests/codegen/philox_bench [runs]`.
 #include <fmt/format.h>
 #include <time.h>
@@ -104,5 +104,8 @@ int main(int argc, char** argv) {
   { Bench b; Value* dy = b.in({F, kShape}); Value* scale = b.in({F, {}});
     b.op(OpKind::Mul, {b.dropout(dy), scale});
     run("where(philox >= p, dy, 0) * s [1024,256]", b); }
+  { Bench b; Value* table = b.in({F, {8000, 256}}); Value* ids = b.in({DType::i64, {1024}});
+    b.op(OpKind::Mul, {b.dropout(b.op(OpKind::Gather, {table, ids})), b.in({F, {}})});
+    run("where(philox >= p, gather(emb, ids), 0) * s", b); }
   return 0;
 }
