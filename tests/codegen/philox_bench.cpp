@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
       for (int f = 0; f < 2; ++f) {
         const double t0 = threadSeconds();
         fns[f](bufs.data(), 0, lk.kernel.parallelExtent);
-        if (r >= 0)  // run -1 warms up (page faults, caches)
-          ns[f].push_back((threadSeconds() - t0) * 1e9 / static_cast<double>(kShape[0] * kShape[1]));
+        const double elements = static_cast<double>(kShape[0] * kShape[1]);
+        if (r >= 0) ns[f].push_back((threadSeconds() - t0) * 1e9 / elements);  // -1 warms up
       }
     for (auto& v : ns) std::sort(v.begin(), v.end());
     fmt::print("{:48s} {:5.2f} ns/element (interleave {}), {:5.2f} without\n", label,
