@@ -1,6 +1,6 @@
 // The batched GEMM's small-item path (codegen/gemm_batched.h) against a double-precision
 // reference: batched shapes with odd sizes, transposes, broadcast operands, padded leading
-// dimensions, alpha/beta, epilogues, one and many items, one and two threads, f32 and f64.
+// dimensions, alpha/beta, epilogues (bias, per-item addend and mask), one and many items, one and two threads, f32 and f64.
 // Every case first checks that it takes that path (batched::smallItems), so a change of
 // the dispatch cannot turn these into tests of the general path unnoticed.
 #include "codegen/gemm_batched.h"
@@ -43,6 +43,7 @@ struct Case {
   int64_t pad = 0;  // added to every leading dimension
   double alpha = 1, beta = 0;
   bool epilogue = false;  // bias + addend (per item) + relu + scale
+  bool mask = false;      // a bool-byte mask per item (keep where nonzero)
 };
 
 // Runs the case with the host engine and checks every element of C, and that C's
@@ -66,9 +67,14 @@ void check(const Case& cs, int threads) {
     d.epilogue.activation = GemmActivation::relu;
     d.epilogue.scale = 0.5;
   }
+  if (cs.mask) {
+    d.epilogue.mask = GemmMask::nonzero;
+    d.epilogue.ldMask = cs.n + 1;
+    d.epilogue.strideMask = {cs.m * (cs.n + 1)};
+  }
   SCOPED_TRACE(::testing::Message() << cs.batch << " x (" << cs.m << "x" << cs.n << "x" << cs.k << ") tA=" << cs.transA
                                     << " tB=" << cs.transB << " bcA=" << cs.broadcastA << " bcB=" << cs.broadcastB
-                                    << " pad=" << cs.pad << " beta=" << cs.beta << " epi=" << cs.epilogue
+                                    << " pad=" << cs.pad << " beta=" << cs.beta << " epi=" << cs.epilogue << " mask=" << cs.mask
                                     << " threads=" << threads << (sizeof(T) == 4 ? " f32" : " f64"));
   const GemmEngine& engine = GemmEngine::host(dtype);
   ASSERT_TRUE(batched::smallItems(engine.config(), d));
@@ -82,11 +88,15 @@ void check(const Case& cs, int threads) {
   const auto c0 = c;
   auto bias = randomVector<T>(cs.n, 4);
   auto addend = randomVector<T>(static_cast<size_t>(cs.batch * cs.m * (cs.n + 3)), 5);
+  std::vector<unsigned char> mask(static_cast<size_t>(cs.batch * cs.m * (cs.n + 1)));
+  std::mt19937 rng(6);
+  for (auto& x : mask) x = static_cast<unsigned char>(rng() % 2);
   GemmEpilogueOperands ops;
   if (cs.epilogue) {
     ops.bias = bias.data();
     ops.addend = addend.data();
   }
+  if (cs.mask) ops.mask = mask.data();
   ThreadPool pool(threads);
   engine.run(d, a.data(), b.data(), c.data(), &pool, ops);
 
@@ -116,6 +126,10 @@ void check(const Case& cs, int threads) {
           want += bias[j] + addend[item * cs.m * (cs.n + 3) + i * (cs.n + 3) + j];
           want = std::max(want, 0.0) * 0.5;
           bound += 4 * eps * (std::abs(want) + 1);
+        }
+        if (cs.mask && !mask[item * cs.m * (cs.n + 1) + i * (cs.n + 1) + j]) {  // masked: exactly 0
+          want = 0;
+          bound = 0;
         }
         ASSERT_NEAR(c[at], want, bound) << "item " << item << " (" << i << ", " << j << ")";
       }
@@ -152,6 +166,8 @@ TEST(GemmBatched, Epilogues) {
   for (int threads : {1, 2}) {
     check<float>({4, 31, 45, 20, false, false, false, false, 0, 1, 0, true}, threads);
     check<float>({4, 31, 45, 20, true, true, false, true, 2, 1.5, 0.5, true}, threads);
+    check<float>({5, 26, 35, 24, false, true, false, false, 0, 1, 0, false, true}, threads);
+    check<float>({3, 26, 35, 24, false, false, false, false, 1, 1, 0, true, true}, threads);
   }
 }
 
