@@ -2,8 +2,9 @@
 //
 // A sliver of width W (MR rows of op(A), or NR columns of op(B)) over kc steps of k is
 // stored k-major: dst[k*W + i], zero past the operand's edge. Depending on how the operand
-// is stored, a sliver is either a strided copy of W contiguous elements per k ("copy") or
-// a transposition of W contiguous rows of length kc ("transpose").
+// is stored, a sliver is either a strided copy of W contiguous elements per k ("copy", of
+// all slivers of a panel together) or a transposition of W contiguous rows of length kc
+// ("transpose").
 //
 // The common widths are compile-time constants, so that the copies become vector moves
 // and the transposition fully unrolls; reads run ahead with software prefetches because
@@ -93,20 +94,33 @@ void transposeSliver(const T* src, int64_t ld, int64_t w, int64_t kc, int runtim
   }
 }
 
-// dst[k*W + j] = src[k*ld + j] for j < w, 0 for w <= j < W, k < kc.
+// All slivers of width W of a row-major panel of kc rows and `cols` columns whose columns
+// are contiguous (A transposed): dst[s*kc*W + k*W + j] = src[k*ld + s*W + j], zero past
+// `cols`. Eight k at a time across the slivers, so that each sliver's destination lines
+// are finished before the next sliver's (sliver by sliver, kc rows ld apart alias in L1
+// when ld is a multiple of 256 floats; row by row, the W-wide pieces of every sliver,
+// kc*W apart, do: either way lines are evicted half written). Packing A^T of 1024 x 1024
+// (ld 1024): 0.68 -> 0.2-0.3 ns an element; ld 256: 0.33 -> 0.22-0.32.
 template <class T, int kW>
-void copySliver(const T* src, int64_t ld, int64_t w, int64_t kc, int runtimeW, T* dst) {
+void copySlivers(const T* src, int64_t ld, int64_t cols, int64_t kc, int runtimeW, T* dst) {
   const int64_t W = kW > 0 ? kW : runtimeW;
-  if (w == W) {
-    for (int64_t k = 0; k < kc; ++k) {
-      __builtin_prefetch(src + (k + 8) * ld);
-      std::memcpy(dst + k * W, src + k * ld, sizeof(T) * W);
+  constexpr int64_t kStep = 8;
+  const int64_t slivers = (cols + W - 1) / W;
+  for (int64_t k0 = 0; k0 < kc; k0 += kStep) {
+    const int64_t k1 = std::min(kc, k0 + kStep);
+    for (int64_t k = k0; k < k1; ++k) __builtin_prefetch(src + (k + 2 * kStep) * ld);
+    for (int64_t s = 0; s < slivers; ++s) {
+      const int64_t w = std::min(W, cols - s * W);
+      T* d = dst + s * kc * W;
+      if (w == W) {  // a constant-size copy when kW is known
+        for (int64_t k = k0; k < k1; ++k) std::memcpy(d + k * W, src + k * ld + s * W, sizeof(T) * W);
+        continue;
+      }
+      for (int64_t k = k0; k < k1; ++k) {
+        std::memcpy(d + k * W, src + k * ld + s * W, sizeof(T) * w);
+        std::fill(d + k * W + w, d + (k + 1) * W, T(0));
+      }
     }
-    return;
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    std::memcpy(dst + k * W, src + k * ld, sizeof(T) * w);
-    std::fill(dst + k * W + w, dst + (k + 1) * W, T(0));
   }
 }
 
@@ -152,14 +166,14 @@ template <class T>
 void packA(const T* a, int64_t lda, bool trans, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
            int mr, T* dst) {
   withWidth(mr, [&]<int kW>() {
+    if (trans) {
+      copySlivers<T, kW>(a + p0 * lda + i0, lda, rows, kc, mr, dst);
+      return;
+    }
     for (int64_t s = 0; s * mr < rows; ++s) {
       const int64_t r0 = i0 + s * mr;
       const int64_t w = std::min<int64_t>(mr, i0 + rows - r0);
-      T* d = dst + s * kc * mr;
-      if (trans)
-        copySliver<T, kW>(a + p0 * lda + r0, lda, w, kc, mr, d);
-      else
-        transposeSliver<T, kW>(a + r0 * lda + p0, lda, w, kc, mr, d);
+      transposeSliver<T, kW>(a + r0 * lda + p0, lda, w, kc, mr, dst + s * kc * mr);
     }
   });
 }

@@ -175,6 +175,20 @@ TEST(Gemm, LongKColumnBlocks) {
   }
 }
 
+// A^T is packed eight k at a time across all slivers of a block (pack::copySlivers): K
+// that is not a multiple of 8, a last sliver of 1-5 rows, row blocks past mc, and a
+// leading dimension of 1024 floats (the weight gradient of a 1024-wide layer).
+TEST(Gemm, TransposedAPanels) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (auto s : std::vector<Shape3>{{151, 40, 1030}, {6, 17, 8}, {13, 33, 15}, {300, 20, 3}}) {
+      GemmDesc d = GemmDesc::contiguous(DType::f32, s.m, s.n, s.k, true, false);
+      d.lda = 1024;
+      checkGemm<float>(hostEngine(DType::f32), d, pool);
+    }
+  }
+}
+
 TEST(Gemm, ThreadCounts) {
   for (int threads : {1, 2, 3, 5}) {
     ThreadPool pool(threads);
