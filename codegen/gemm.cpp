@@ -140,14 +140,6 @@ void sumColumnsOfB(const GemmDesc& d, const T* b, T* out) {
   }
 }
 
-// Adds each column of a packed kc x W sliver: sums[j] = sum over k of sliver[k*W + j].
-template <class T>
-void sumSliver(const T* sliver, int64_t kc, int64_t W, T* sums) {
-  std::fill(sums, sums + W, T(0));
-  for (int64_t k = 0; k < kc; ++k)
-    for (int64_t j = 0; j < W; ++j) sums[j] += sliver[k * W + j];
-}
-
 // C = beta * C for an m x n matrix (alpha == 0 or k == 0); beta == 0 writes zeros
 // without reading C, as BLAS does.
 template <class T>
@@ -279,7 +271,7 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
         pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp + pc * panelRow);
         if (sums)
           for (int64_t s = s0; s < s1; ++s)
-            sumSliver(bp + pc * panelRow + s * kcur * NR, kcur, NR, sums + kb * panelRow + s * NR);
+            pack::sumColumns(bp + pc * panelRow + s * kcur * NR, kcur, cfg.nr, sums + kb * panelRow + s * NR);
       }
     };
     const int64_t units = kBlocks * nSlivers;

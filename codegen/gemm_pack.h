@@ -160,6 +160,25 @@ void withWidth(int w, Fn&& fn) {
   }
 }
 
+// sums[j] = the sum over k < kc of sliver[k*W + j], k ascending, for a packed kc x W
+// sliver (GemmDesc::sumB). The W partial sums stay in registers when W is known, instead
+// of a load-add-store chain through memory per k.
+template <class T>
+void sumColumns(const T* sliver, int64_t kc, int W, T* sums) {
+  withWidth(W, [&]<int kW>() {
+    if constexpr (kW > 0) {
+      T acc[kW] = {};
+      for (int64_t k = 0; k < kc; ++k)
+        for (int j = 0; j < kW; ++j) acc[j] += sliver[k * kW + j];
+      std::copy(acc, acc + kW, sums);
+    } else {
+      std::fill(sums, sums + W, T(0));
+      for (int64_t k = 0; k < kc; ++k)
+        for (int j = 0; j < W; ++j) sums[j] += sliver[k * W + j];
+    }
+  });
+}
+
 // Rows [i0, i0 + rows) x columns [p0, p0 + kc) of op(A) into slivers of MR rows:
 // dst[s*kc*MR + k*MR + i] = op(A)(i0 + s*MR + i, p0 + k).
 template <class T>
