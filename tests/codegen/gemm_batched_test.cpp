@@ -1,6 +1,7 @@
 // The batched GEMM's small-item path (codegen/gemm_batched.h) against a double-precision
 // reference: batched shapes with odd sizes, transposes, broadcast operands, padded leading
-// dimensions, alpha/beta, epilogues (bias, per-item addend and mask), one and many items, one and two threads, f32 and f64.
+// dimensions, alpha/beta, epilogues (bias, per-item addend and mask), one and many items,
+// one and two threads, f32 and f64.
 // Every case first checks that it takes that path (batched::smallItems), so a change of
 // the dispatch cannot turn these into tests of the general path unnoticed.
 #include "codegen/gemm_batched.h"
