@@ -9,6 +9,7 @@
 #include <limits>
 #include <numbers>
 
+#include "ir/env_flag.h"
 #include "ir/op_table.h"
 
 namespace tgc::codegen::lower {
@@ -441,11 +442,13 @@ ExprP Ctx::elementwise(const Node& n, const Index& idx, Stmts& pre) {
 // as it is and the high word one shift. i32 words would pack 8 elements a register but need
 // two products and a blend per hi/lo pair, as many operations per element. What the loop
 // lacks is parallelism: each element is a chain of ten dependent multiply-shift-xor rounds,
-// so the vector loop interleaves several iterations (kPhiloxInterleave).
+// so the vector loop interleaves several iterations (kPhiloxInterleave;
+// TGC_NO_PHILOX_INTERLEAVE=1 leaves the choice to LLVM, for A/B runs).
 constexpr int kPhiloxInterleave = 4;
 
 ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
-  k_.vectorInterleave = std::max(k_.vectorInterleave, kPhiloxInterleave);
+  static const bool interleave = !envFlag("TGC_NO_PHILOX_INTERLEAVE");
+  if (interleave) k_.vectorInterleave = std::max(k_.vectorInterleave, kPhiloxInterleave);
   const ExprP mask = num(0xFFFFFFFFll);
   ExprP seed = at(n.operand(0), idx, pre);
   ExprP offset = at(n.operand(1), idx, pre);

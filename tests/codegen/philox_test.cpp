@@ -16,6 +16,7 @@
 #include "codegen/jit.h"
 #include "codegen/llvm_emitter.h"
 #include "codegen/lower.h"
+#include "ir/env_flag.h"
 #include "ir/philox.h"
 #include "ir/tensor.h"
 
@@ -164,6 +165,7 @@ TEST(PhiloxKernel, DropoutKeepsExactlyTheElementsThePhiloxStreamKeeps) {
 TEST(PhiloxKernel, TheDrawIsVectorizedAndInterleaved) {
   const TargetSpec target = TargetSpec::host();
   if (target.vectorBits() < 256) GTEST_SKIP() << "no 256-bit vectors on this host";
+  if (envFlag("TGC_NO_PHILOX_INTERLEAVE")) GTEST_SKIP() << "TGC_NO_PHILOX_INTERLEAVE is set";
   Kernel k;
   Value* seed = k.in({DType::i64, {}});
   Value* offset = k.in({DType::i64, {}});
