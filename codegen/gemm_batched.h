@@ -10,9 +10,9 @@
 //     small (codegen/gemm_kernel.h), else packed once for the whole item.
 //   - The tiles are walked B sliver by B sliver (the sliver stays in L1), each column of
 //     tiles in calls of kRowsPerCall rows; between calls a slice of the NEXT item's A and
-//     B is prefetched, so that when its turn comes its operands are in L2. Spreading the
-//     prefetches over ~40 calls instead of one burst per B sliver keeps the burst from
-//     filling the miss queue the micro-kernel's own loads wait in.
+//     B is prefetched, so that when its turn comes its operands are in L2. Spread over ~40
+//     calls (21 lines each at 64 x (128x128x64)) this measured faster than over one call
+//     per B sliver (128 lines each), the driver's general path (bench/README, session 5).
 //   - The epilogue runs on each call's tiles right after the micro-kernel, still in L1.
 //
 // It is a template over the GEMM driver's epilogue type (codegen/gemm.cpp's Epilogue<T>:
