@@ -13,7 +13,8 @@ namespace {
 class KeyWriter {
  public:
   std::string key(const kir::Kernel& k) {
-    out_ += fmt::format("p{} x{} c{}|", k.parallelVar, k.parallelExtent, k.costPerIteration);
+    out_ += fmt::format("p{} x{} c{} i{}|", k.parallelVar, k.parallelExtent, k.costPerIteration,
+                        k.vectorInterleave);
     for (const auto& b : k.buffers)
       out_ += fmt::format("b{},{},{},{};", static_cast<int>(b.dtype), b.numel,
                           static_cast<int>(b.access), b.inPlaceOf);
