@@ -68,7 +68,9 @@ AttentionParams attentionParamsFor(const Node& n);
 void attentionForward(const AttentionParams& p, const void* q, const void* k, const void* v,
                       const uint8_t* mask, void* out, void* lse, ThreadPool& pool);
 
-// dq, dk, dv from q, k, v, out, lse, dout (ir/fused_ops.h's formulas).
+// dq, dk, dv from q, k, v, out, lse, dout (ir/fused_ops.h's formulas). The outputs must
+// not alias any input: with head dims that are multiples of 16, dq, dk and dv are written
+// in place while q, k and dout are still being read.
 void attentionBackward(const AttentionParams& p, const void* q, const void* k, const void* v,
                        const void* out, const void* lse, const void* dout, const uint8_t* mask,
                        void* dq, void* dk, void* dv, ThreadPool& pool);

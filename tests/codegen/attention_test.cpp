@@ -134,7 +134,12 @@ std::vector<Tensor> runKernel(const Node& n, const std::vector<const Tensor*>& o
   std::vector<const void*> in;
   for (const Tensor* t : operands) in.push_back(t->data());
   std::vector<Tensor> out;
-  for (size_t r = 0; r < n.numResults(); ++r) out.emplace_back(n.result(r)->type());
+  // Results start as NaN, not zeros: a kernel that adds into an output it should write, or
+  // skips part of one, fails the comparison instead of passing on a zero-filled tensor.
+  for (size_t r = 0; r < n.numResults(); ++r) {
+    Tensor& t = out.emplace_back(n.result(r)->type());
+    for (int64_t i = 0; i < t.numel(); ++i) t.setF(i, std::numeric_limits<double>::quiet_NaN());
+  }
   std::vector<void*> outPtrs;
   for (Tensor& t : out) outPtrs.push_back(t.data());
   kernel(in.data(), outPtrs.data(), pool);
@@ -330,20 +335,20 @@ TEST_P(AttentionKernel, SequenceLengthsMasksAndDropout) {
 // The Transformer's head dims (multiples of the column padding: q, k, v, dout are read and
 // dq, dk, dv accumulated in place, without padded copies) at lengths around the block
 // product's row tiles (6, then 1-5 or 4 + 3 / 4 + 4) and the 8 x 8 transposes' edges;
-// head dim 40 pads dv while d is read in place.
+// head dim 40 pads dv while d is read in place (-40: pads d while dv is read in place).
 TEST_P(AttentionKernel, ShortLengthsAtHeadDims32And64) {
   for (int64_t t : {1, 2, 5, 7, 11, 31, 32, 33, 65})
-    for (int64_t d : {32, 64, 40})
+    for (int64_t d : {32, 64, 40, -40})
       for (bool causal : {false, true})
         for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Full})
           for (double drop : {0.0, 0.25}) {
-            if (d == 40 && (t != 33 || m == MaskKind::Full)) continue;
+            if ((d == 40 || d == -40) && (t != 33 || m == MaskKind::Full)) continue;
             Case c;
             c.b = 2;
             c.h = 2;
             c.tq = c.tk = t;
-            c.d = d == 40 ? 64 : d;
-            c.dv = d;
+            c.d = d == 40 ? 64 : d == -40 ? 40 : d;
+            c.dv = d == -40 ? 64 : d;
             c.causal = causal;
             c.mask = m;
             c.pDrop = drop;
