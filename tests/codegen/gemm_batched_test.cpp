@@ -17,18 +17,12 @@
 #include "codegen/gemm.h"
 #include "codegen/gemm_pack.h"
 #include "runtime/thread_pool.h"
+#include "tests/codegen/gemm_test_util.h"
 
 namespace tgc::codegen {
 namespace {
 
-template <class T>
-std::vector<T> randomVector(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
+using testing::randomVector;
 
 // Elements an operand spans: its last item's offset plus one matrix.
 size_t extent(const GemmDesc& d, const std::vector<int64_t>& strides, int64_t matrix) {

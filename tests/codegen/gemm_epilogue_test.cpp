@@ -15,18 +15,12 @@
 
 #include "codegen/gemm.h"
 #include "runtime/thread_pool.h"
+#include "tests/codegen/gemm_test_util.h"
 
 namespace tgc::codegen {
 namespace {
 
-template <class T>
-std::vector<T> randomVector(size_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
+using testing::randomVector;
 
 double activate(GemmActivation act, double x) {
   switch (act) {

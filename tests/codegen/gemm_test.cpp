@@ -19,6 +19,7 @@
 
 #include "codegen/jit.h"
 #include "runtime/thread_pool.h"
+#include "tests/codegen/gemm_test_util.h"
 
 namespace tgc::codegen {
 
@@ -29,14 +30,7 @@ void PrintTo(const GemmKernelConfig& c, std::ostream* os) {
 
 namespace {
 
-template <class T>
-std::vector<T> randomVector(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
+using testing::randomVector;
 
 size_t storedA(const GemmDesc& d) { return static_cast<size_t>((d.transA ? d.k : d.m) * d.lda); }
 size_t storedB(const GemmDesc& d) { return static_cast<size_t>((d.transB ? d.n : d.k) * d.ldb); }
