@@ -8,22 +8,19 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "ir/interpreter.h"
 #include "ir/parser.h"
 #include "runtime/executable.h"
 #include "runtime/gemm_epilogue.h"
-#include "tests/runtime/exec_test_util.h"
+#include "tests/runtime/fold_test_util.h"
 
 namespace tgc {
 namespace {
 
-// The graph text with every "T" type prefix ("T[") made the given dtype.
 std::unique_ptr<Graph> parse(std::string text, DType dt = DType::f32) {
-  const std::string name(dtypeName(dt));
-  for (size_t p = text.find("T["); p != std::string::npos; p = text.find("T[", p))
-    text.replace(p, 1, name);
-  return parseGraph(text);
+  return testing::parseAs(std::move(text), dt);
 }
 
 // A Linear's backward as autodiff and the executable's batch-reduction fold leave it: dW
@@ -74,28 +71,10 @@ graph @transposed_b {
 }
 )";
 
-struct Counts {
-  int gemms, kernels;
-};
+using Counts = testing::LaunchCounts;
 
-// Compiles g with and without poisoning, checks every output against the interpreter and
-// the launch counts.
 void expectMatches(const Graph& g, Counts want, runtime::ExecOptions o = testing::testExecOptions()) {
-  auto in = testing::randomInputs(g, 7);
-  auto ref = Interpreter().run(g, in);
-  const bool f64 = g.outputs()[0]->type().dtype == DType::f64;
-  const double tol = f64 ? 1e-12 : 2e-5;
-  for (bool poison : {false, true}) {
-    SCOPED_TRACE(poison ? "poisoned" : "plain");
-    o.poisonFreed = poison;
-    auto exe = runtime::Executable::compile(g, o);
-    EXPECT_EQ(exe->stats().gemms, want.gemms);
-    EXPECT_EQ(exe->stats().kernels, want.kernels);
-    auto got = exe->run(in);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_TRUE(testing::allClose(got[i], ref[i], tol, tol)) << "output " << i;
-  }
+  testing::expectCompiledMatches(g, want, 7, o);
 }
 
 // The names of the reduce_sums foldBiasGradients folds in g, and the matmul each joined.
