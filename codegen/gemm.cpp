@@ -192,29 +192,7 @@ void balancedChunks(ThreadPool& pool, int64_t n, int64_t want, const Fn& fn) {
   });
 }
 
-// Memory regions to pull into L2 while a product runs: the operands of the batch item a
-// thread runs next. Small batch items are latency bound on their operands (packing B and
-// reading A in place both wait on L3 or DRAM); fetched during the previous item, they
-// are in L2 when their turn comes.
-struct PrefetchPlan {
-  const char* begin[2] = {nullptr, nullptr};
-  int64_t bytes[2] = {0, 0};
-
-  // Issues the prefetches of part `part` of `parts` (every cache line exactly once over
-  // the parts 0..parts-1).
-  void issue(int64_t part, int64_t parts) const {
-    for (int r = 0; r < 2; ++r) {
-      const int64_t lines = ceilDiv(bytes[r], 64);
-      for (int64_t l = part * lines / parts, end = (part + 1) * lines / parts; l < end; ++l)
-        __builtin_prefetch(begin[r] + l * 64, 0, 2);
-    }
-  }
-  bool empty() const { return bytes[0] == 0 && bytes[1] == 0; }
-};
-
-// Batch items whose A and B together take at most this many bytes have them prefetched
-// into L2 (512 KiB per core on Zen 3) during the previous item.
-constexpr int64_t kPrefetchItemBytes = 192 << 10;
+using batched::PrefetchPlan;  // codegen/gemm_batched.h
 
 // Packed B is kept to about this size (the k x nc panels of all of K), so that it stays in
 // the last-level cache while every row block of A streams past it...
@@ -450,7 +428,7 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
     // Each thread takes runs of consecutive items; while it computes one, the operands
     // of the next are prefetched into L2 when both fit there with room to spare.
     const int64_t spanA = (d.transA ? d.k : d.m) * d.lda, spanB = (d.transB ? d.n : d.k) * d.ldb;
-    const bool prefetch = static_cast<int64_t>(sizeof(T)) * (spanA + spanB) <= kPrefetchItemBytes;
+    const bool prefetch = static_cast<int64_t>(sizeof(T)) * (spanA + spanB) <= batched::kItemOperandBytes;
     const bool small = batched::smallItems(config_, d);  // codegen/gemm_batched.h
     balancedChunks(pool, count, ceilDiv(count, 4 * threads), [&](int64_t b0, int64_t b1) {
       if (small) return batched::runItems<T>(config_, kern.packed, kern.direct, d, b0, b1, itemOf);

@@ -30,10 +30,31 @@ namespace tgc::codegen::batched {
 
 // Rows of C per micro-kernel call: 4 slivers of the AVX2 kernel's 6 rows.
 inline constexpr int64_t kRowsPerCall = 24;
-// Items whose A and B together take at most this many bytes take this path: prefetched
-// into L2 (512 KiB per core on Zen 3) during the previous item, next to the current
-// item's A, B, packed B and C.
+// Items whose A and B together take at most this many bytes are prefetched into L2 (512
+// KiB per core on Zen 3) during the previous item, next to the current item's A, B, packed
+// B and C; with K in one block they take this path, else codegen/gemm.cpp's per-item one.
 inline constexpr int64_t kItemOperandBytes = 192 << 10;
+
+// Memory regions to pull into L2 while a product runs: the operands of the batch item a
+// thread runs next. Small batch items are latency bound on their operands (packing B and
+// reading A in place both wait on L3 or DRAM); fetched during the previous item, they
+// are in L2 when their turn comes. Both batched paths use it (this one, and the general
+// per-item products of codegen/gemm.cpp).
+struct PrefetchPlan {
+  const char* begin[2] = {nullptr, nullptr};
+  int64_t bytes[2] = {0, 0};
+
+  // Issues the prefetches of part `part` of `parts` (every cache line exactly once over
+  // the parts 0..parts-1).
+  void issue(int64_t part, int64_t parts) const {
+    for (int r = 0; r < 2; ++r) {
+      const int64_t lines = (bytes[r] + 63) / 64;
+      for (int64_t l = part * lines / parts, end = (part + 1) * lines / parts; l < end; ++l)
+        __builtin_prefetch(begin[r] + l * 64, 0, 2);
+    }
+  }
+  bool empty() const { return bytes[0] == 0 && bytes[1] == 0; }
+};
 
 // Whether the items of `d` take the small-item path with kernel configuration `cfg`.
 bool smallItems(const GemmKernelConfig& cfg, const GemmDesc& d);
@@ -70,7 +91,6 @@ void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicro
                          (d.transA ? d.m : d.k) * static_cast<int64_t>(sizeof(T));
   const int64_t bytesB = ((d.transB ? d.n : d.k) - 1) * d.ldb * static_cast<int64_t>(sizeof(T)) +
                          (d.transB ? d.k : d.n) * static_cast<int64_t>(sizeof(T));
-  const int64_t linesA = (bytesA + 63) / 64, linesB = (bytesB + 63) / 64;
   // A whole number of slivers per call, so that packed A's slivers start at a call's row.
   const int64_t R = std::max(MR, kRowsPerCall / MR * MR);
   const int64_t calls = nSlivers * ((d.m + R - 1) / R);
@@ -88,15 +108,16 @@ void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicro
     if (!directA) pack::packA(it.a, d.lda, d.transA, 0, d.m, 0, d.k, cfg.mr, ap);
 
     // The next item's operands, a slice after each kernel call (none after the last item).
-    const char* nextA = nullptr;
-    const char* nextB = nullptr;
+    PrefetchPlan next;
     if (i + 1 < i1) {
-      const auto next = item(i + 1);
-      nextA = reinterpret_cast<const char*>(next.a);
-      nextB = reinterpret_cast<const char*>(next.b);
+      const auto n = item(i + 1);
+      next.begin[0] = reinterpret_cast<const char*>(n.a);
+      next.bytes[0] = bytesA;
+      next.begin[1] = reinterpret_cast<const char*>(n.b);
+      next.bytes[1] = bytesB;
     }
     // Whole columns of tiles when there is nothing to prefetch: fewer calls.
-    const int64_t step = nextA ? R : d.m;
+    const int64_t step = next.empty() ? d.m : R;
     int64_t call = 0;
     for (int64_t js = 0; js < nSlivers; ++js) {
       const int64_t col = js * NR, nr = std::min(NR, d.n - col);
@@ -109,12 +130,7 @@ void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicro
         else
           packed(d.k, ap + row * d.k, bs, ct, d.ldc, rows, nr, alpha, beta);
         if (it.epi.fn) it.epi.apply(it.c, d.ldc, row, col, rows, nr);
-        if (nextA) {
-          for (int64_t l = call * linesA / calls, e = (call + 1) * linesA / calls; l < e; ++l)
-            __builtin_prefetch(nextA + l * 64, 0, 2);
-          for (int64_t l = call * linesB / calls, e = (call + 1) * linesB / calls; l < e; ++l)
-            __builtin_prefetch(nextB + l * 64, 0, 2);
-        }
+        if (!next.empty()) next.issue(call, calls);
       }
     }
   }
