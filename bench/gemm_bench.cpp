@@ -2,6 +2,7 @@
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step]
+//              [--shape MxNxK[:flags]] [--no-blas] [--alt kc=K,mc=M,nc=N]
 //              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
@@ -14,6 +15,13 @@
 // --shapes step: the single products of the small preset's training step, with their
 // transposes and bias-gradient column sums, and their total time weighted by how many of
 // each the step runs.
+// --shape MxNxK[:flags] runs that one product instead of a set (flags: any of a = A
+// transposed, b = B transposed, s = sumB; e.g. 256x8000x1024:as), for profiling one shape.
+// --alt kc=256,mc=72,nc=2048 runs a second tgc engine with those blocking parameters as
+// the peer instead of OpenBLAS (its own JIT, alternating runs, no settle pauses): an A/B
+// of the blocking in one process.
+// --no-blas times tgc alone (no OpenBLAS runs, no settle pauses): for perf record and for
+// several copies of the bench at once.
 // --epilogue times tgc alone at the same shapes with a bias + ReLU epilogue
 // (codegen/gemm_epilogue.h) against the plain product, and against the plain product
 // followed by a separate bias + ReLU pass over C (what an unfused graph runs).
@@ -28,11 +36,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fmt/format.h>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -58,7 +68,37 @@ struct Options {
   bool f64 = false;
   int settleMs = 200;
   bool epilogue = false;
+  std::string shape;     // --shape: one product, "MxNxK[:flags]"
+  bool noBlas = false;   // --no-blas
+  std::string alt;       // --alt: blocking of a second tgc engine, the peer
 };
+
+// cfg with --alt's "key=value,..." applied (kc, mc, nc); exits on a malformed string.
+GemmKernelConfig withAlt(GemmKernelConfig cfg, const std::string& alt) {
+  size_t pos = 0;
+  while (pos < alt.size()) {
+    const size_t end = std::min(alt.find(',', pos), alt.size());
+    const std::string item = alt.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const long long v = eq == std::string::npos ? 0 : std::atoll(item.c_str() + eq + 1);
+    if (key == "kc") cfg.kc = v;
+    else if (key == "mc") cfg.mc = v;
+    else if (key == "nc") cfg.nc = v;
+    else {
+      fmt::print(stderr, "gemm_bench: --alt wants kc=, mc=, nc= items, got '{}'\n", item);
+      std::exit(2);
+    }
+    pos = end + 1;
+  }
+  try {
+    cfg.validate();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gemm_bench: --alt {}: {}\n", alt, e.what());
+    std::exit(2);
+  }
+  return cfg;
+}
 
 // Seconds on the chosen clock (see --clock).
 double now(const Options& opts) {
@@ -76,8 +116,37 @@ struct Case {
   int count = 1;      // products of this shape per training step (--shapes step)
 };
 
+// "MxNxK[:flags]" (--shape) as one case; exits on a malformed string.
+Case parseShape(const std::string& text) {
+  Case c{text, 1, 0, 0, 0};
+  const size_t colon = text.find(':');
+  const std::string dims = text.substr(0, colon);
+  char x1 = 0, x2 = 0;
+  long long m = 0, n = 0, k = 0;
+  int used = 0;
+  if (std::sscanf(dims.c_str(), "%lld%c%lld%c%lld%n", &m, &x1, &n, &x2, &k, &used) != 5 || x1 != 'x' ||
+      x2 != 'x' || used != static_cast<int>(dims.size()) || m < 1 || n < 1 || k < 1) {
+    fmt::print(stderr, "gemm_bench: --shape wants MxNxK[:flags], got '{}'\n", text);
+    std::exit(2);
+  }
+  c.m = m, c.n = n, c.k = k;
+  for (char f : colon == std::string::npos ? std::string() : text.substr(colon + 1)) {
+    if (f == 'a') c.transA = true;
+    else if (f == 'b') c.transB = true;
+    else if (f == 's') c.sumB = true;
+    else {
+      fmt::print(stderr, "gemm_bench: --shape flags are a (A^T), b (B^T), s (sumB); got '{}'\n", f);
+      std::exit(2);
+    }
+  }
+  c.name = fmt::format("{}x{}x{}{}{}{}", m, n, k, c.transA ? " A^T" : "", c.transB ? " B^T" : "",
+                       c.sumB ? " +sumB" : "");
+  return c;
+}
+
 std::vector<Case> casesFor(const std::string& which) {
   std::vector<Case> cs;
+  if (which.rfind("shape:", 0) == 0) return {parseShape(which.substr(6))};
   if (which == "batched") {  // the batched products alone, for quick A/B runs
     cs.push_back({"64 x (128x128x64)", 64, 128, 128, 64});
     cs.push_back({"64 x (128x64x128) B^T", 64, 128, 64, 128, false, true});
@@ -235,8 +304,17 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
   const auto& cfg = engine.config();
   fmt::print("tgc kernel {} (kc {}, mc {}, nc {}, unpacked A for n <= {})\n\n", cfg.name(), cfg.kc, cfg.mc, cfg.nc,
              cfg.directAMaxN);
+  // --alt: the peer is a second engine with other blocking, compiled by its own JIT.
+  std::unique_ptr<Jit> altJit;
+  std::unique_ptr<GemmEngine> alt;
+  if (!opts.alt.empty()) {
+    altJit = std::make_unique<Jit>(JitOptions::fromEnv());
+    alt = std::make_unique<GemmEngine>(*altJit, withAlt(cfg, opts.alt));
+    fmt::print("peer: tgc with kc {}, mc {}, nc {} (--alt {})\n\n", alt->config().kc, alt->config().mc,
+               alt->config().nc, opts.alt);
+  }
   fmt::print("{:<30} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
-             "OpenBLAS GF/s", "tgc/OpenBLAS", "tgc/peak", "max|diff|");
+             alt ? "alt GF/s" : "OpenBLAS GF/s", alt ? "tgc/alt" : "tgc/OpenBLAS", "tgc/peak", "max|diff|");
   std::vector<double> ratios;
   struct {
     double flops = 0, tgcS = 0, blasS = 0;  // weighted by Case::count
@@ -270,8 +348,18 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
     // After a call OpenBLAS's threads keep spinning for a while (its THREAD_TIMEOUT, about
     // 0.1 s) and would take a core from whatever runs next: let every run settle first.
     auto settle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(opts.settleMs)); };
+    auto altRun = [&] { alt->run(d, a.data(), b.data(), co.data(), &pool, sumOut); };
     std::vector<double> st, so, ss;
     for (int r = 0; r < opts.runs; ++r) {
+      if (alt) {
+        timeIt(opts, tgcRun, st);
+        timeIt(opts, altRun, so);
+        continue;
+      }
+      if (opts.noBlas) {
+        timeIt(opts, tgcRun, st);
+        continue;
+      }
       settle();
       timeIt(opts, tgcRun, st);
       settle();
@@ -283,7 +371,8 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
         openblas_set_num_threads(opts.threads);
       }
     }
-    double tgcS = median(st), blasS = median(so);
+    if (opts.noBlas && !alt) blasLoop();  // once, for the max|diff| check
+    double tgcS = median(st), blasS = opts.noBlas && !alt ? tgcS : median(so);
     if (!ss.empty()) blasS = std::min(blasS, median(ss));
     double diff = 0;
     for (size_t i = 0; i < ct.size(); ++i) diff = std::max(diff, std::abs(double(ct[i]) - double(co[i])));
@@ -299,9 +388,10 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
   }
   if (opts.shapes == "step")
     fmt::print("\nthe step's {:.1f} GFLOP of products at these rates: tgc {:.1f} ms ({:.1f} GFLOP/s, {:.0f}% of "
-               "peak), OpenBLAS {:.1f} ms ({:.1f} GFLOP/s)\n",
+               "peak), {} {:.1f} ms ({:.1f} GFLOP/s)\n",
                total.flops / 1e9, total.tgcS * 1e3, total.flops / total.tgcS / 1e9,
-               100 * total.flops / total.tgcS / 1e9 / peak, total.blasS * 1e3, total.flops / total.blasS / 1e9);
+               100 * total.flops / total.tgcS / 1e9 / peak, alt ? "alt" : "OpenBLAS", total.blasS * 1e3,
+               total.flops / total.blasS / 1e9);
   return ratios;
 }
 
@@ -407,6 +497,13 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "gemm_bench: --shapes must be all, transformer, quick, batched or step\n");
         return 2;
       }
+    } else if (arg == "--shape") {
+      opts.shape = value();
+      parseShape(opts.shape);  // exits when malformed
+    } else if (arg == "--alt") {
+      opts.alt = value();
+    } else if (arg == "--no-blas") {
+      opts.noBlas = true;
     } else if (arg == "--epilogue") {
       opts.epilogue = true;
     } else if (arg == "--settle-ms") {
@@ -428,10 +525,12 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step] "
-                 "[--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]\n");
+                 "[--shape MxNxK[:abs]] [--no-blas] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] "
+                 "[--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
+  if (!opts.shape.empty()) opts.shapes = "shape:" + opts.shape;
   // OpenBLAS picks its kernel when it loads; on AVX-512 hosts ask for the AVX-512 one.
   if (!std::getenv("OPENBLAS_CORETYPE") && TargetSpec::host().hasFeature("avx512f")) {
     setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
