@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "ir/graph.h"
@@ -16,27 +17,34 @@
 #define TGC_INLINE __attribute__((always_inline)) inline
 #define TGC_AVX2 __attribute__((target("avx2,fma")))
 
+// The helpers below pass 32-byte vectors by value; they are always inlined, so the warning
+// that the portable build's calling convention for them differs from AVX's cannot apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace tgc::codegen {
 namespace {
 
 // Lanes per step: two AVX2 registers. The loops below are written over these fixed arrays
-// so that GCC vectorizes them in both builds, and so that the summation order (lane l takes
-// elements l, l + L, l + 2L, ...; lanes are added pairwise at the end) is the same whatever
-// the instruction set.
+// (or two HalfVecs) so that GCC vectorizes them in both builds, and so that the summation
+// order (lane l takes elements l, l + L, l + 2L, ...; lanes are added pairwise at the end) is
+// the same whatever the instruction set.
 template <class T>
 inline constexpr int kLanes = 64 / static_cast<int>(sizeof(T));
 
 // Half of the kLanes lanes as one GCC vector of 32 bytes: an AVX2 register (two SSE ones in
-// the portable build). A 64-byte vector would be split element by element on AVX2.
+// the portable build). A 64-byte vector would be split element by element on AVX2. `I` is
+// the integer vector of the same lane width (exp's 2^n).
 template <class T>
 struct HalfVec;
 template <>
 struct HalfVec<float> {
   typedef float type __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
 };
 template <>
 struct HalfVec<double> {
   typedef double type __attribute__((vector_size(32)));
+  typedef int64_t I __attribute__((vector_size(32)));
 };
 
 template <class T>
@@ -54,33 +62,74 @@ struct Bits<double> {
   static constexpr int kMantissa = 52, kBias = 1023;
 };
 
-// An integer-valued n (|n| < 2^22) as an integer, through the bits of n + kShift.
-template <class T>
-TGC_INLINE typename Bits<T>::I toInt(T n) {
-  using I = typename Bits<T>::I;
-  return std::bit_cast<I>(n + Bits<T>::kShift) - std::bit_cast<I>(Bits<T>::kShift);
+// The exp below is written once over V, either the scalar T (tails) or HalfVec<T>::type
+// (the vector loops, and whatever the build's instruction set makes of them); IntOf is V's
+// integer counterpart.
+template <class T, class V>
+using IntOf =
+    std::conditional_t<std::is_same_v<V, T>, typename Bits<T>::I, typename HalfVec<T>::I>;
+
+template <class T, class V>
+TGC_INLINE V splat(T c) {
+  if constexpr (std::is_same_v<V, T>) return c;
+  else return V{} + c;
 }
-// 2^e for an integer e in the normal range.
-template <class T>
-TGC_INLINE T pow2(typename Bits<T>::I e) {
-  using I = typename Bits<T>::I;
-  return std::bit_cast<T>(static_cast<I>((e + Bits<T>::kBias) << Bits<T>::kMantissa));
+// max(x, lo) and min(x, hi) that keep a NaN x (maxps/minps with x second).
+template <class V>
+TGC_INLINE V atLeast(V x, V lo) {
+  return x < lo ? lo : x;
+}
+template <class V>
+TGC_INLINE V atMost(V x, V hi) {
+  return x > hi ? hi : x;
+}
+template <class T, class V>
+TGC_INLINE V load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T, class V>
+TGC_INLINE void store(T* p, V v) {
+  std::memcpy(p, &v, sizeof v);
 }
 
-// e^r for x = n ln2 + r with n = round(x / ln 2) (returned in n) and r split in two parts
-// (Cody-Waite; n * hi is exact), |r| <= ln2/2. The callers clamp x first and apply 2^n.
-template <class T>
-TGC_INLINE T expReduced(T x, T& n) {
+// An integer-valued n (|n| < 2^22) as an integer, through the bits of n + kShift.
+template <class T, class V>
+TGC_INLINE IntOf<T, V> toInt(V n) {
+  using I = IntOf<T, V>;
+  return std::bit_cast<I>(n + Bits<T>::kShift) - std::bit_cast<I>(splat<T, V>(Bits<T>::kShift));
+}
+// 2^e for an integer e in the normal range.
+template <class T, class V>
+TGC_INLINE V pow2(IntOf<T, V> e) {
+  return std::bit_cast<V>((e + Bits<T>::kBias) << Bits<T>::kMantissa);
+}
+// 2^n from k = n + kShift (n integer, 2^n normal): the low bits of k hold n, so one add and a
+// shift, the bias and the shift's bits folded into one constant.
+template <class T, class V>
+TGC_INLINE V pow2Shifted(V k) {
+  using I = typename Bits<T>::I;
+  constexpr I kRebias = Bits<T>::kBias - std::bit_cast<I>(Bits<T>::kShift);
+  return std::bit_cast<V>((std::bit_cast<IntOf<T, V>>(k) + kRebias) << Bits<T>::kMantissa);
+}
+
+// e^r for x = n ln2 + r with n = round(x / ln 2) (returned in n, and as k = n + kShift) and r
+// split in two parts (Cody-Waite; n * hi is exact), |r| <= ln2/2. The callers clamp x first
+// and apply 2^n.
+template <class T, class V>
+TGC_INLINE V expReduced(V x, V& n, V& k) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T ln2hi = f32 ? T(0.693359375) : T(0.693145751953125);
   constexpr T ln2lo = f32 ? T(-2.12194440e-4) : T(1.42860682030941723212e-6);
   constexpr T shift = Bits<T>::kShift;
-  n = (x * T(1.4426950408889634) + shift) - shift;
-  const T r = (x - n * ln2hi) - n * ln2lo;
-  T p;
+  k = x * T(1.4426950408889634) + shift;
+  n = k - shift;
+  const V r = (x - n * ln2hi) - n * ln2lo;
+  V p;
   if constexpr (f32) {
     // Cephes expf: e^r = 1 + r + r^2 P(r).
-    p = T(1.9875691500E-4);
+    p = splat<T, V>(T(1.9875691500E-4));
     p = p * r + T(1.3981999507E-3);
     p = p * r + T(8.3334519073E-3);
     p = p * r + T(4.1665795894E-2);
@@ -92,11 +141,11 @@ TGC_INLINE T expReduced(T x, T& n) {
     constexpr auto kInvFact = [] {
       std::array<double, 14> c{};
       c[0] = 1;
-      for (int k = 1; k < 14; ++k) c[k] = c[k - 1] / k;
+      for (int i = 1; i < 14; ++i) c[i] = c[i - 1] / i;
       return c;
     }();
-    p = T(kInvFact[13]);
-    for (int k = 12; k >= 0; --k) p = p * r + T(kInvFact[k]);
+    p = splat<T, V>(T(kInvFact[13]));
+    for (int i = 12; i >= 0; --i) p = p * r + T(kInvFact[i]);
   }
   return p;
 }
@@ -105,17 +154,16 @@ TGC_INLINE T expReduced(T x, T& n) {
 // overflow or in the subnormal range round once. x is clamped first (exp is 0 resp. inf
 // beyond the clamp); NaN passes the clamps and gives NaN. Branch-free, so loops of it
 // vectorize.
-template <class T>
-TGC_INLINE T expOne(T x) {
+template <class T, class V = T>
+TGC_INLINE V expOne(V x) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T lo = f32 ? T(-105) : T(-746), hi = f32 ? T(89) : T(710);
   constexpr T shift = Bits<T>::kShift;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  T n;
-  const T p = expReduced(x, n);
-  const T n1 = ((n * T(0.5)) + shift) - shift;
-  return p * pow2<T>(toInt(n1)) * pow2<T>(toInt(n - n1));
+  x = atMost(atLeast(x, splat<T, V>(lo)), splat<T, V>(hi));
+  V n, k;
+  const V p = expReduced<T, V>(x, n, k);
+  const V n1 = ((n * T(0.5)) + shift) - shift;
+  return p * pow2<T, V>(toInt<T, V>(n1)) * pow2<T, V>(toInt<T, V>(n - n1));
 }
 
 // exp(x) for the arguments the loss kernels take, x - max and x - lse, which are <= 0: one
@@ -125,15 +173,14 @@ TGC_INLINE T expOne(T x) {
 // with exp(0) = 1 in it, nor a probability, can tell. Above 88 (f32; 709 f64: only with an lse
 // that is not the forward's) it gives e^88. NaN passes the clamps and gives NaN. About a fifth
 // fewer instructions than expOne in the loops that are bound by it.
-template <class T>
-TGC_INLINE T expNonPositive(T x) {
+template <class T, class V = T>
+TGC_INLINE V expNonPositive(V x) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T lo = f32 ? T(-87) : T(-708), hi = f32 ? T(88) : T(709);
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  T n;
-  const T p = expReduced(x, n);
-  return p * pow2<T>(toInt(n));
+  x = atMost(atLeast(x, splat<T, V>(lo)), splat<T, V>(hi));
+  V n, k;
+  const V p = expReduced<T, V>(x, n, k);
+  return p * pow2Shifted<T, V>(k);
 }
 
 template <class T>
@@ -142,11 +189,19 @@ TGC_INLINE T sumLanes(T (&a)[kLanes<T>]) {
     for (int l = 0; l < w; ++l) a[l] += a[l + w];
   return a[0];
 }
-template <class T>
-TGC_INLINE T maxLanes(T (&a)[kLanes<T>]) {
-  for (int w = kLanes<T> / 2; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) a[l] = a[l] > a[l + w] ? a[l] : a[l + w];
-  return a[0];
+// The kLanes lanes of two HalfVecs as an array (lane l of v[h] is lane h * L/2 + l).
+template <class T, class V>
+TGC_INLINE void toLanes(const V (&v)[2], T (&a)[kLanes<T>]) {
+  std::memcpy(a, v, sizeof a);
+}
+// The largest of the two vectors' lanes (NaN lanes are ignored: they came from -inf).
+template <class T, class V>
+TGC_INLINE T maxOf(const V (&v)[2]) {
+  constexpr int H = kLanes<T> / 2;
+  const V both = v[1] > v[0] ? v[1] : v[0];
+  T m = both[0];
+  for (int l = 1; l < H; ++l) m = both[l] > m ? both[l] : m;
+  return m;
 }
 
 int64_t targetAt(const void* targets, DType t, int64_t r) {
@@ -156,42 +211,79 @@ int64_t targetAt(const void* targets, DType t, int64_t r) {
 
 // ---- softmax_cross_entropy ----------------------------------------------------------------
 
+// Elements per block of the forward's row sweep: 2 KB, which stays in L1 between the block's
+// max sweep and its exp sweep.
+template <class T>
+inline constexpr int64_t kSceBlock = 2048 / static_cast<int64_t>(sizeof(T));
+
+// One row of the forward. The row is read from memory once, in blocks: each block's max and
+// logit sum (sweep 1), then its exp(x - m) summed (sweep 2, from L1), where m is the running
+// max of the blocks so far; when a block raises m, the sums so far are scaled by exp(m_old -
+// m_new) (online log-sum-exp). Computing exp while the next block streams in hides most of
+// one behind the other, which two sweeps over the whole row did not.
+// m starts at the lowest finite value, not -inf, so that x - m is never -inf - -inf.
+template <class T>
+TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, T& max,
+                              T& logSum) {
+  using V = typename HalfVec<T>::type;
+  constexpr int L = kLanes<T>, H = L / 2;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const int64_t v = s.v, full = v / L * L;
+  V sx[2] = {}, se[2] = {};
+  T m = std::numeric_limits<T>::lowest(), rowMax = -inf;
+  auto raise = [&](T bm, T& mRef) {
+    rowMax = bm > rowMax ? bm : rowMax;
+    if (!(bm > mRef)) return T(1);
+    const T f = expNonPositive<T>(mRef - bm);
+    mRef = bm;
+    return f;
+  };
+  for (int64_t b = 0; b < full; b += kSceBlock<T>) {
+    const int64_t e = std::min(b + kSceBlock<T>, full);
+    V mv[2] = {splat<T, V>(-inf), splat<T, V>(-inf)};
+    for (int64_t i = b; i < e; i += L)
+      for (int h = 0; h < 2; ++h) {
+        const V xv = load<T, V>(x + i + h * H);
+        mv[h] = xv > mv[h] ? xv : mv[h];
+        sx[h] += xv;
+      }
+    const T f = raise(maxOf<T, V>(mv), m);
+    if (f != T(1))
+      for (int h = 0; h < 2; ++h) se[h] *= f;
+    for (int64_t i = b; i < e; i += L) {
+      // The block after next, one line per step, while this one is in exps.
+      __builtin_prefetch(x + i + 2 * kSceBlock<T>);
+      for (int h = 0; h < 2; ++h) se[h] += expNonPositive<T, V>(load<T, V>(x + i + h * H) - m);
+    }
+  }
+  T sxl[L], sel[L];
+  toLanes<T, V>(sx, sxl);
+  toLanes<T, V>(se, sel);
+  if (full < v) {  // the tail, element full + l into lane l
+    T tm = -inf;
+    for (int64_t i = full; i < v; ++i) tm = x[i] > tm ? x[i] : tm;
+    const T f = raise(tm, m);
+    for (int l = 0; l < L; ++l) sel[l] *= f;
+    for (int64_t i = full; i < v; ++i) {
+      sxl[i - full] += x[i];
+      sel[i - full] += expNonPositive<T>(x[i] - m);
+    }
+  }
+  total = sumLanes<T>(sxl);
+  // A row of -inf only has no finite max: lse = -inf and the loss NaN, as the reference.
+  max = rowMax == -inf ? -inf : m;
+  logSum = std::log(sumLanes<T>(sel));
+}
+
 template <class T>
 TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, const void* targets,
                                T* loss, T* lse, int64_t begin, int64_t end) {
-  constexpr int L = kLanes<T>;
-  const int64_t v = s.v, full = v / L * L;
+  const int64_t v = s.v;
   const T eps = static_cast<T>(s.smoothing);
   for (int64_t r = begin; r < end; ++r) {
     const T* x = logits + r * v;
-    // Sweep 1: the max and the sum of the logits, on whole vectors (GCC does not vectorize a
-    // lane loop of `a > b ? a : b` without -ffinite-math-only; it ran this sweep as scalar
-    // maxss). Lane l holds elements l, l + L, ... as in the scalar tail below.
-    using Vec = typename HalfVec<T>::type;
-    constexpr int H = L / 2;
-    Vec mv[2] = {}, sv[2] = {};
-    mv[0] -= std::numeric_limits<T>::infinity();  // every lane -inf
-    mv[1] = mv[0];
-    for (int64_t i = 0; i < full; i += L)
-      for (int h = 0; h < 2; ++h) {
-        Vec xv;
-        std::memcpy(&xv, x + i + h * H, sizeof xv);
-        mv[h] = xv > mv[h] ? xv : mv[h];
-        sv[h] += xv;
-      }
-    T mx[L], sx[L];
-    for (int l = 0; l < L; ++l) mx[l] = mv[l / H][l % H], sx[l] = sv[l / H][l % H];
-    for (int64_t i = full; i < v; ++i) {
-      mx[i - full] = x[i] > mx[i - full] ? x[i] : mx[i - full];
-      sx[i - full] += x[i];
-    }
-    const T m = maxLanes<T>(mx);
-    // Sweep 2 (the row is in L1/L2 now): the sum of exp(x - m).
-    T se[L] = {};
-    for (int64_t i = 0; i < full; i += L)
-      for (int l = 0; l < L; ++l) se[l] += expNonPositive<T>(x[i + l] - m);
-    for (int64_t i = full; i < v; ++i) se[i - full] += expNonPositive<T>(x[i] - m);
-    const T logSum = std::log(sumLanes<T>(se)), total = sumLanes<T>(sx);
+    T total, m, logSum;
+    sceForwardRow<T>(s, x, total, m, logSum);
     const int64_t t = targetAt(targets, s.targetType, r);
     const int64_t tt = t < 0 || t >= v ? 0 : t;
     lse[r] = m + logSum;
@@ -201,11 +293,14 @@ TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, cons
   }
 }
 
+// One streaming pass per row: dx = dloss * (exp(x - lse) - eps / V), as one FMA per element
+// (p * g - g * eps / V), then the target element's -(1 - eps) * dloss.
 template <class T>
 TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, const void* targets,
                                 const T* lse, const T* dloss, T* dlogits, int64_t begin,
                                 int64_t end) {
-  constexpr int L = kLanes<T>;
+  using V = typename HalfVec<T>::type;
+  constexpr int L = kLanes<T>, H = L / 2;
   const int64_t v = s.v, full = v / L * L;
   const T eps = static_cast<T>(s.smoothing), uniform = eps / static_cast<T>(v);
   for (int64_t r = begin; r < end; ++r) {
@@ -216,14 +311,16 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
       std::fill(dx, dx + v, T(0));
       continue;
     }
-    const T g = dloss[r], l = lse[r];
+    const T g = dloss[r], l = lse[r], gu = g * uniform;
     for (int64_t i = 0; i < full; i += L)
-      for (int k = 0; k < L; ++k) dx[i + k] = g * (expNonPositive<T>(x[i + k] - l) - uniform);
-    for (int64_t i = full; i < v; ++i) dx[i] = g * (expNonPositive<T>(x[i] - l) - uniform);
+      for (int h = 0; h < 2; ++h) {
+        const V p = expNonPositive<T, V>(load<T, V>(x + i + h * H) - l);
+        store<T, V>(dx + i + h * H, p * g - gu);
+      }
+    for (int64_t i = full; i < v; ++i) dx[i] = expNonPositive<T>(x[i] - l) * g - gu;
     dx[t] = g * (expNonPositive<T>(x[t] - l) - (T(1) - eps) - uniform);
   }
 }
-
 // ---- layer_norm_grad ------------------------------------------------------------------------
 
 // Rows of block b: dx, and the block's partial dgamma (pg) and dbeta (pb) sums.
@@ -284,13 +381,22 @@ struct Kernels {
   void (*expNonPositive)(const T*, T*, int64_t);
 };
 
+// exp over n values, on vectors then the scalar tail: the code paths the kernels run.
 template <class T>
 TGC_INLINE void expRange(const T* x, T* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = expOne<T>(x[i]);
+  using V = typename HalfVec<T>::type;
+  constexpr int H = kLanes<T> / 2;
+  int64_t i = 0;
+  for (; i + H <= n; i += H) store<T, V>(y + i, expOne<T, V>(load<T, V>(x + i)));
+  for (; i < n; ++i) y[i] = expOne<T>(x[i]);
 }
 template <class T>
 TGC_INLINE void expNonPositiveRange(const T* x, T* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = expNonPositive<T>(x[i]);
+  using V = typename HalfVec<T>::type;
+  constexpr int H = kLanes<T> / 2;
+  int64_t i = 0;
+  for (; i + H <= n; i += H) store<T, V>(y + i, expNonPositive<T, V>(load<T, V>(x + i)));
+  for (; i < n; ++i) y[i] = expNonPositive<T>(x[i]);
 }
 
 // One set of entry points per (instruction set, dtype); the always_inline bodies above are

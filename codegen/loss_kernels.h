@@ -2,19 +2,22 @@
 // (semantics: ir/fused_ops.h), in f32 and f64.
 //
 // Every kernel is parallel over rows on the ThreadPool; a row is contiguous. The inner loops
-// work on fixed arrays of lanes (16 f32 / 8 f64, two AVX2 registers) that GCC vectorizes; they
-// are compiled twice, portable and with __attribute__((target("avx2,fma"))), and the AVX2
-// set is picked at run time with __builtin_cpu_supports. Both sets sum in the same order (the
-// AVX2 one contracts multiply-adds into FMAs, so the last bits may differ; each set is
-// deterministic whatever the thread count). exp is a branch-free
-// polynomial (f32: Cephes degree 6 as codegen/llvm_math.cpp, ~1 ulp; f64: degree-13 Taylor on
-// |r| <= ln2/2, a few ulp); the cross-entropy loops use a cheaper variant for arguments <= 0
-// (lossExp's nonPositive). Rows (blocks of rows for layer_norm_grad) are split dynamically
-// over the threads, so that one slowed by other load does not hold up the launch.
+// work on 16 f32 / 8 f64 lanes (two 32-byte GCC vectors, or fixed arrays that GCC
+// vectorizes); they are compiled twice, portable and with __attribute__((target("avx2,fma"))),
+// and the AVX2 set is picked at run time with __builtin_cpu_supports. Both sets sum in the
+// same order (the AVX2 one contracts multiply-adds into FMAs, so the last bits may differ;
+// each set is deterministic whatever the thread count). exp is a branch-free polynomial
+// (f32: Cephes degree 6 as codegen/llvm_math.cpp, ~1 ulp; f64: degree-13 Taylor on
+// |r| <= ln2/2, a few ulp), written once over a scalar or a vector type; the cross-entropy
+// loops use a cheaper variant for arguments <= 0 (lossExp's nonPositive). Rows (blocks of
+// rows for layer_norm_grad) are split dynamically over the threads, so that one slowed by
+// other load does not hold up the launch.
 //
-//  * softmax_cross_entropy: per row, sweep 1 finds the max, the sum of the logits and the
-//    target logit; sweep 2 (the row is now in L1/L2: 8000 f32 = 32 KB) sums exp(x - max).
-//    A target outside [0, V) gives loss 0 (ir/fused_ops.h).
+//  * softmax_cross_entropy: one read of each row from memory, in 2 KB blocks: a block's max
+//    and logit sum, then (from L1) its exp(x - m) summed, m the running max; a block that
+//    raises m scales the sums so far by exp(m_old - m_new) (online log-sum-exp). The next
+//    blocks are prefetched while one is in exps. A target outside [0, V) gives loss 0
+//    (ir/fused_ops.h).
 //  * softmax_cross_entropy_grad: one streaming pass writing
 //    dloss * (exp(x - lse) - eps / V), then the target element's -(1 - eps) * dloss.
 //    A row whose target is outside [0, V) gets zeros (the gradient of its constant loss).
