@@ -172,12 +172,14 @@ TGC_INLINE V expOne(V x) {
 // smallest normal instead of a subnormal or 0: off by < 2e-38 (f32) absolutely, which no sum
 // with exp(0) = 1 in it, nor a probability, can tell. Above 88 (f32; 709 f64: only with an lse
 // that is not the forward's) it gives e^88. NaN passes the clamps and gives NaN. About a fifth
-// fewer instructions than expOne in the loops that are bound by it.
-template <class T, class V = T>
+// fewer instructions than expOne in the loops that are bound by it. kBelowZero: the caller
+// guarantees x <= 0 or NaN (x - m, m the max so far), so the upper clamp is left out.
+template <class T, class V = T, bool kBelowZero = false>
 TGC_INLINE V expNonPositive(V x) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T lo = f32 ? T(-87) : T(-708), hi = f32 ? T(88) : T(709);
-  x = atMost(atLeast(x, splat<T, V>(lo)), splat<T, V>(hi));
+  x = atLeast(x, splat<T, V>(lo));
+  if constexpr (!kBelowZero) x = atMost(x, splat<T, V>(hi));
   V n, k;
   const V p = expReduced<T, V>(x, n, k);
   return p * pow2Shifted<T, V>(k);
@@ -253,7 +255,8 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
     for (int64_t i = b; i < e; i += L) {
       // The block after next, one line per step, while this one is in exps.
       __builtin_prefetch(x + i + 2 * kSceBlock<T>);
-      for (int h = 0; h < 2; ++h) se[h] += expNonPositive<T, V>(load<T, V>(x + i + h * H) - m);
+      for (int h = 0; h < 2; ++h)
+        se[h] += expNonPositive<T, V, true>(load<T, V>(x + i + h * H) - m);
     }
   }
   T sxl[L], sel[L];
