@@ -24,6 +24,7 @@
 #include "runtime/gemm_epilogue.h"
 #include "runtime/graph_walk.h"
 #include "runtime/kernel_identity.h"
+#include "runtime/launch_schedule.h"
 #include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
@@ -71,9 +72,12 @@ struct Launch {
   codegen::LibraryKernel library;  // Library: slots are the operands, then the results
   size_t libraryOperands = 0;
   std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)
+  std::vector<bool> writes;   // per slot: written by the launch (else only read)
+  int partner = -1;           // the launch of its GEMM pair (runs beside it), or -1
   std::vector<void*> ptrs;    // resolved at the start of each run
   std::vector<int> dying;     // arena slots last used here (poisoned after it)
   double seconds = 0;         // with ExecOptions::profile: time spent, over all runs
+  double stepSeconds = 0;     // ... and the wall time of its pair (== seconds unpaired)
   int64_t runs = 0;
 };
 
@@ -256,6 +260,7 @@ ExecOptions ExecOptions::fromEnv() {
   o.poisonFreed = envFlag("TGC_POISON");
   o.profile = envFlag("TGC_PROFILE");
   o.fuse = !envFlag("TGC_NO_FUSION");
+  o.gemmPairs = !envFlag("TGC_NO_GEMM_PAIRS");
   return o;
 }
 
@@ -266,9 +271,11 @@ struct Executable::Impl {
   std::vector<std::unique_ptr<codegen::Jit>> jits;  // own the compiled kernels
   std::unique_ptr<ThreadPool> ownPool;
   ThreadPool* pool = nullptr;
+  ThreadPool serial{1};  // each half of a GEMM pair runs on one thread (no workers: shared)
 
   std::vector<Slot> slots;
   std::vector<Launch> launches;
+  std::vector<int> stepOf;  // per launch: its step (a GEMM pair shares one)
   std::vector<Tensor> constants;
   struct IO {
     std::string name;
@@ -290,6 +297,12 @@ struct Executable::Impl {
   ExecStats stats;
 
   void build(const Graph& g);
+  void scheduleGemmPairs(std::vector<int>& loweredLaunch);
+  // The step of a launch index; -1 (never used) and kEnd (read after the run) map to
+  // themselves.
+  int stepAt(int launch) const {
+    return launch < 0 || launch == kEnd ? launch : stepOf[static_cast<size_t>(launch)];
+  }
   void pairState(std::vector<codegen::LoweredKernel>& lowered,
                  const std::vector<int>& loweredLaunch);
   void plan();
@@ -299,6 +312,8 @@ struct Executable::Impl {
   // Runs with the inputs at `inputPtrs`; returns every output not in `skip` (state).
   std::vector<Tensor> runWith(const std::vector<void*>& inputPtrs, bool skipState);
   void runKernel(Launch& l);
+  void runGemm(Launch& l, ThreadPool* p);
+  void poisonDying(const Launch& l);
 };
 
 // ---- compile ---------------------------------------------------------------------------------
@@ -398,6 +413,7 @@ void Executable::Impl::build(const Graph& source) {
         if (!l.gemmZeroK) bf16 ? codegen::validateGemmBf16(l.gemm) : l.gemm.validate();
         gemmTypes.insert(bf16 ? DType::f32 : l.gemm.dtype);
         l.slots = {slotOf.at(n.operand(0)), slotOf.at(n.operand(1)), -1};
+        l.writes = {false, false, true};
         use(l.slots[0], launch);
         use(l.slots[1], launch);
         l.slots[2] = newSlot(*n.result(), SlotKind::Arena, -1);
@@ -406,11 +422,15 @@ void Executable::Impl::build(const Graph& source) {
         if (auto e = epilogues.find(&n); e != epilogues.end()) {  // bias, addend, mask after C
           e->second.applyTo(l.gemm);
           codegen::GemmEngine::host(l.gemm.dtype).epilogueKernel(l.gemm.epilogue);  // JIT it now
-          for (const Value* v : e->second.operands()) use(l.slots.emplace_back(slotOf.at(v)), launch);
+          for (const Value* v : e->second.operands()) {
+            use(l.slots.emplace_back(slotOf.at(v)), launch);
+            l.writes.push_back(false);
+          }
           if (const Value* db = e->second.sumB) {  // a second result: the column sums of B
             const int slot = newSlot(*db, SlotKind::Arena, -1);
             slots[slot].first = launch;
             use(l.slots.emplace_back(slot), launch);
+            l.writes.push_back(true);
           }
         }
         launches.push_back(std::move(l));
@@ -426,10 +446,12 @@ void Executable::Impl::build(const Graph& source) {
         l.library = codegen::bindLibraryKernel(n);
         l.libraryOperands = n.operands().size();
         for (const Value* v : n.operands()) l.slots.push_back(slotOf.at(v));
+        l.writes.assign(l.slots.size(), false);
         for (size_t r = 0; r < n.numResults(); ++r) {
           const int slot = newSlot(*n.result(r), SlotKind::Arena, -1);
           slots[slot].first = launch;
           l.slots.push_back(slot);
+          l.writes.push_back(true);
         }
         for (int slot : l.slots) use(slot, launch);
         launches.push_back(std::move(l));
@@ -464,6 +486,7 @@ void Executable::Impl::build(const Graph& source) {
           }
           use(slot, launch);
           l.slots.push_back(slot);
+          l.writes.push_back(lk.kernel.buffers[b].access != kir::Access::Read);
         }
         launches.push_back(std::move(l));
         lowered.push_back(std::move(lk));
@@ -478,6 +501,10 @@ void Executable::Impl::build(const Graph& source) {
     use(outputs.back().slot, kEnd);
   }
   outputIsState.assign(outputs.size(), false);
+  stepOf.resize(launches.size());
+  std::iota(stepOf.begin(), stepOf.end(), 0);
+  // Pairs before the state pairing and the plan: both depend on the order and the steps.
+  if (opts.gemmPairs && pool->numThreads() == 2) scheduleGemmPairs(loweredLaunch);
   if (opts.updateInPlace) pairState(lowered, loweredLaunch);
   // Results are computed where the caller gets them: no copy out of the arena.
   for (size_t o = 0; o < outputs.size(); ++o) {
@@ -492,6 +519,49 @@ void Executable::Impl::build(const Graph& source) {
   // Code generation, after the plan so that kernels writing in place say so.
   generateCode(lowered, loweredLaunch);
   for (DType d : gemmTypes) codegen::GemmEngine::host(d);  // JIT the micro-kernels now
+}
+
+// Pairs independent GEMMs of similar FLOPs, each pair's second launch moved next to its
+// first (runtime/launch_schedule.h), then renumbers everything that names launches.
+void Executable::Impl::scheduleGemmPairs(std::vector<int>& loweredLaunch) {
+  std::vector<LaunchAccess> access(launches.size());
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const Launch& l = launches[i];
+    for (size_t b = 0; b < l.slots.size(); ++b)
+      (l.writes[b] ? access[i].writes : access[i].reads).push_back(l.slots[b]);
+    const codegen::GemmDesc& d = l.gemm;
+    // bf16 converts through scratch of its own; f32 and f64 run on per-thread scratch.
+    if (l.kind == Launch::Kind::Gemm && !l.gemmZeroK && d.dtype != DType::bf16)
+      access[i].flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) *
+                        static_cast<double>(d.k) * static_cast<double>(d.batchCount());
+  }
+  const PairSchedule ps = pairGemms(access);
+  stats.gemmPairs = ps.pairs;
+  if (ps.pairs == 0) return;
+  std::vector<int> newPos(launches.size());
+  std::vector<Launch> reordered;
+  reordered.reserve(launches.size());
+  for (size_t p = 0; p < ps.order.size(); ++p) {
+    const auto old = static_cast<size_t>(ps.order[p]);
+    newPos[old] = static_cast<int>(p);
+    reordered.push_back(std::move(launches[old]));
+    reordered.back().partner = ps.partner[p];
+  }
+  launches = std::move(reordered);
+  for (int& l : loweredLaunch) l = newPos[static_cast<size_t>(l)];
+  for (Slot& sl : slots) {
+    if (sl.first >= 0) sl.first = newPos[static_cast<size_t>(sl.first)];
+    if (sl.lastUse != kEnd) sl.lastUse = -1;
+  }
+  for (size_t i = 0; i < launches.size(); ++i)
+    for (int s : launches[i].slots) {
+      Slot& sl = slots[static_cast<size_t>(s)];
+      if (sl.lastUse != kEnd) sl.lastUse = std::max(sl.lastUse, static_cast<int>(i));
+    }
+  for (size_t i = 0, step = 0; i < launches.size(); ++i) {
+    if (launches[i].partner >= 0 && launches[i].partner < static_cast<int>(i)) --step;
+    stepOf[i] = static_cast<int>(step++);
+  }
 }
 
 // Compiles one copy of each distinct kernel, in shards over the pool's threads (one JIT
@@ -561,7 +631,8 @@ void Executable::Impl::pairState(std::vector<codegen::LoweredKernel>& lowered,
     bool direct = false;
     if (rs.kind == SlotKind::Arena && !redirected.count(r)) {
       const int producer = rs.first;
-      if (slots[x].lastUse < producer) {
+      // By steps: X read by the other half of new.X's GEMM pair is read while it is written.
+      if (stepAt(slots[x].lastUse) < stepAt(producer)) {
         direct = true;
       } else if (slots[x].lastUse == producer && kernelAtLaunch.count(producer)) {
         codegen::LoweredKernel& lk = lowered[kernelAtLaunch[producer]];
@@ -598,7 +669,10 @@ void Executable::Impl::plan() {
     if (slots[s].kind != SlotKind::Arena) continue;
     arenaSlots.push_back(static_cast<int>(s));
     const int last = slots[s].lastUse == kEnd ? end : std::max(slots[s].first, slots[s].lastUse);
-    lifetimes.push_back({slots[s].bytes, slots[s].first, last});
+    // Lifetimes in steps: the two launches of a GEMM pair run at the same time, so nothing
+    // live in one of them may share bytes with anything live in the other.
+    const int endStep = end == 0 ? 0 : stepOf.back() + 1;
+    lifetimes.push_back({slots[s].bytes, stepAt(slots[s].first), last == end ? endStep : stepAt(last)});
     if (last < end) launches[static_cast<size_t>(last)].dying.push_back(static_cast<int>(s));
   }
   MemoryPlan mp = planMemory(lifetimes);
@@ -628,6 +702,24 @@ void Executable::Impl::runKernel(Launch& l) {
   }
   pool->parallelFor(l.extent, [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); },
                     l.grain);
+}
+
+void Executable::Impl::runGemm(Launch& l, ThreadPool* p) {
+  const int64_t cBytes = slots[static_cast<size_t>(l.slots[2])].bytes;
+  if (l.gemmZeroK)
+    std::memset(l.ptrs[2], 0, static_cast<size_t>(cBytes));
+  else if (cBytes > 0 && l.gemm.dtype == DType::bf16)
+    codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p);
+  else if (cBytes > 0)
+    codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
+                  epilogueOperands(l.gemm, l.ptrs.data() + 3));
+}
+
+void Executable::Impl::poisonDying(const Launch& l) {
+  for (int s : l.dying) {
+    const Slot& sl = slots[static_cast<size_t>(s)];
+    poison(slotPtr[static_cast<size_t>(s)], sl.bytes, sl.dtype);
+  }
 }
 
 std::vector<Tensor> Executable::Impl::runWith(const std::vector<void*>& inputPtrs,
@@ -662,33 +754,54 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
     }
   }
   auto at = [&](int s) { return slotPtr[static_cast<size_t>(s)]; };
-  auto slot = [&](int s) -> const Slot& { return slots[static_cast<size_t>(s)]; };
   for (size_t s = 0; s < slots.size(); ++s)  // aliases point at input slots, resolved above
     if (slots[s].kind == SlotKind::Alias) slotPtr[s] = at(slots[s].index);
   if (opts.poisonFreed && base) std::memset(base, 0xFF, static_cast<size_t>(stats.arenaBytes));
+  auto now = [&] {
+    return opts.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  };
 
-  for (Launch& l : launches) {
-    for (size_t i = 0; i < l.slots.size(); ++i) l.ptrs[i] = at(l.slots[i]);
-    const auto t0 = opts.profile ? std::chrono::steady_clock::now()
-                                 : std::chrono::steady_clock::time_point{};
-    if (l.kind == Launch::Kind::Kernel) {
-      runKernel(l);
-    } else if (l.kind == Launch::Kind::Library) {
-      l.library(l.ptrs.data(), l.ptrs.data() + l.libraryOperands, *pool);
-    } else if (l.gemmZeroK) {
-      std::memset(l.ptrs[2], 0, static_cast<size_t>(slot(l.slots[2]).bytes));
-    } else if (slot(l.slots[2]).bytes > 0 && l.gemm.dtype == DType::bf16) {
-      codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool);
-    } else if (slot(l.slots[2]).bytes > 0) {
-      codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], pool,
-                    epilogueOperands(l.gemm, l.ptrs.data() + 3));
+  for (size_t i = 0; i < launches.size(); ++i) {
+    Launch& l = launches[i];
+    for (size_t b = 0; b < l.slots.size(); ++b) l.ptrs[b] = at(l.slots[b]);
+    const auto t0 = now();
+    if (l.partner == static_cast<int>(i) + 1) {
+      // A GEMM pair: one GEMM per thread, each on the serial path with its own packing
+      // scratch (thread_local in codegen/gemm.cpp), each timed on its own thread.
+      Launch& r = launches[++i];
+      for (size_t b = 0; b < r.slots.size(); ++b) r.ptrs[b] = at(r.slots[b]);
+      pool->runOnThreads(2, [&](int t) {
+        Launch& half = t == 0 ? l : r;
+        const auto t1 = now();
+        runGemm(half, &serial);
+        if (opts.profile) half.seconds += secondsSince(t1);
+      });
+      if (opts.profile) {
+        const double wall = secondsSince(t0);
+        for (Launch* h : {&l, &r}) {
+          h->stepSeconds += wall;
+          ++h->runs;
+        }
+      }
+      if (opts.poisonFreed) {  // after both: each half's dying buffers were live in the other's
+        poisonDying(l);
+        poisonDying(r);
+      }
+      continue;
     }
+    if (l.kind == Launch::Kind::Kernel)
+      runKernel(l);
+    else if (l.kind == Launch::Kind::Library)
+      l.library(l.ptrs.data(), l.ptrs.data() + l.libraryOperands, *pool);
+    else
+      runGemm(l, pool);
     if (opts.profile) {
-      l.seconds += secondsSince(t0);
+      const double spent = secondsSince(t0);
+      l.seconds += spent;
+      l.stepSeconds += spent;
       ++l.runs;
     }
-    if (opts.poisonFreed)
-      for (int s : l.dying) poison(at(s), slot(s).bytes, slot(s).dtype);
+    if (opts.poisonFreed) poisonDying(l);
   }
   for (const StateCopy& c : copies)
     std::memcpy(at(c.dst), at(c.src), static_cast<size_t>(c.bytes));
@@ -783,9 +896,12 @@ std::vector<std::string> Executable::launchNames() const {
 std::vector<Executable::LaunchTime> Executable::profile() const {
   std::vector<LaunchTime> out;
   for (const Launch& l : impl_->launches)
-    out.push_back({l.name, l.kind == Launch::Kind::Gemm, l.seconds, l.runs});
+    out.push_back({l.name, l.kind == Launch::Kind::Gemm, l.seconds, l.runs, l.partner,
+                   l.stepSeconds});
   return out;
 }
+
+std::vector<int> Executable::launchSteps() const { return impl_->stepOf; }
 
 std::vector<Executable::ArenaBuffer> Executable::arenaBuffers() const {
   std::vector<ArenaBuffer> out;

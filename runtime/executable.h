@@ -15,9 +15,15 @@
 // read for the last time no later than new.X is written. Otherwise new.X goes to the arena
 // and is copied into X after the last launch (counted in ExecStats::stateCopies).
 //
+// GEMM pairs (ExecOptions::gemmPairs, with a pool of 2 threads): an independent GEMM of
+// similar FLOPs is moved next to an earlier one (runtime/launch_schedule.h) and the two run
+// at the same time, one per thread, each on the single-thread path. They share one step of
+// the memory plan, so nothing live in one of them shares bytes with the other's buffers.
+//
 // Debug mode (ExecOptions::poisonFreed, or TGC_POISON=1): the arena starts filled with NaN
-// bytes, and after each launch every arena buffer that died there is overwritten with NaN
-// (floats) or 0xA5 bytes (integers), so a wrong memory plan fails tests loudly.
+// bytes, and after each launch (after both launches of a pair) every arena buffer that died
+// there is overwritten with NaN (floats) or 0xA5 bytes (integers), so a wrong memory plan
+// fails tests loudly.
 #pragma once
 
 #include <cstdint>
@@ -48,9 +54,13 @@ struct ExecOptions {
   bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
   bool profile = false;   // time every launch (Executable::profile)
   bool fuse = true;       // generic fusion (codegen/fusion_groups.h); TGC_NO_FUSION=1: off
+  // With a pool of exactly 2 threads: independent GEMMs of similar FLOPs run side by side,
+  // one per thread (runtime/launch_schedule.h); TGC_NO_GEMM_PAIRS=1: off.
+  bool gemmPairs = true;
 
   // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning,
-  // TGC_PROFILE=1 profiling and TGC_NO_FUSION=1 one kernel per node.
+  // TGC_PROFILE=1 profiling, TGC_NO_FUSION=1 one kernel per node and TGC_NO_GEMM_PAIRS=1 no
+  // GEMM pairs.
   static ExecOptions fromEnv();
 };
 
@@ -61,6 +71,7 @@ struct ExecStats {
   int fusedNodes = 0;
   int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
+  int gemmPairs = 0;  // pairs of GEMM launches run at the same time, one per thread
   int libraryCalls = 0;  // library kernel launches (fused ops, codegen/library.h)
   int views = 0;    // reshapes that share their operand's memory
   // reduce_sum over a batched matmul's batch dims, computed as one GEMM (weight gradients)
@@ -110,17 +121,25 @@ class Executable {
   // kernels), for tests and profiles.
   std::vector<std::string> launchNames() const;
 
-  // The arena buffers, for tests of the plan: each graph value placed in the arena (views
-  // share their operand's entry) with its byte range and live launches.
+  // The step each launch runs in, in launch order: a pair of GEMMs run side by side shares
+  // one step (so one memory-plan slot in time); every other launch has its own.
+  std::vector<int> launchSteps() const;
+
   // With ExecOptions::profile: wall time per launch summed over the runs so far, in
-  // launch order.
+  // launch order. A launch of a GEMM pair is timed on its own thread; stepSeconds is the
+  // wall time of the pair as a whole (both halves hold it), for totals that count it once.
   struct LaunchTime {
     std::string name;
     bool gemm = false;
     double seconds = 0;
     int64_t runs = 0;
+    int partner = -1;  // the index of the launch it ran beside, or -1
+    double stepSeconds = 0;  // == seconds when unpaired
   };
   std::vector<LaunchTime> profile() const;
+
+  // The arena buffers, for tests of the plan: each graph value placed in the arena (views
+  // share their operand's entry) with its byte range and live launches.
 
   struct ArenaBuffer {
     std::string value;
