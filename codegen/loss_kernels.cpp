@@ -74,14 +74,32 @@ TGC_INLINE V splat(T c) {
   if constexpr (std::is_same_v<V, T>) return c;
   else return V{} + c;
 }
-// max(x, lo) and min(x, hi) that keep a NaN x (maxps/minps with x second).
-template <class V>
+// max(x, lo) and min(x, hi) that keep a NaN x. GCC makes a vector `?:` a compare and a blend,
+// two instructions on the FMA ports, where the exp is bound; in the AVX2 build (kAvx2) one
+// vmaxps/vminps does it (x as the second operand, which they return when either is NaN). Inline
+// asm, because the intrinsics cannot be named in a template that the portable build
+// instantiates too; kAvx2 code only runs inside target("avx2,fma") functions.
+template <bool kAvx2, class V>
 TGC_INLINE V atLeast(V x, V lo) {
-  return x < lo ? lo : x;
+  if constexpr (kAvx2 && sizeof(V) == 32) {
+    V r;
+    if constexpr (sizeof(x[0]) == 4) asm("vmaxps %2, %1, %0" : "=x"(r) : "x"(lo), "xm"(x));
+    else asm("vmaxpd %2, %1, %0" : "=x"(r) : "x"(lo), "xm"(x));
+    return r;
+  } else {
+    return x < lo ? lo : x;
+  }
 }
-template <class V>
+template <bool kAvx2, class V>
 TGC_INLINE V atMost(V x, V hi) {
-  return x > hi ? hi : x;
+  if constexpr (kAvx2 && sizeof(V) == 32) {
+    V r;
+    if constexpr (sizeof(x[0]) == 4) asm("vminps %2, %1, %0" : "=x"(r) : "x"(hi), "xm"(x));
+    else asm("vminpd %2, %1, %0" : "=x"(r) : "x"(hi), "xm"(x));
+    return r;
+  } else {
+    return x > hi ? hi : x;
+  }
 }
 template <class T, class V>
 TGC_INLINE V load(const T* p) {
@@ -154,12 +172,12 @@ TGC_INLINE V expReduced(V x, V& n, V& k) {
 // overflow or in the subnormal range round once. x is clamped first (exp is 0 resp. inf
 // beyond the clamp); NaN passes the clamps and gives NaN. Branch-free, so loops of it
 // vectorize.
-template <class T, class V = T>
+template <class T, class V = T, bool kAvx2 = false>
 TGC_INLINE V expOne(V x) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T lo = f32 ? T(-105) : T(-746), hi = f32 ? T(89) : T(710);
   constexpr T shift = Bits<T>::kShift;
-  x = atMost(atLeast(x, splat<T, V>(lo)), splat<T, V>(hi));
+  x = atMost<kAvx2>(atLeast<kAvx2>(x, splat<T, V>(lo)), splat<T, V>(hi));
   V n, k;
   const V p = expReduced<T, V>(x, n, k);
   const V n1 = ((n * T(0.5)) + shift) - shift;
@@ -174,12 +192,12 @@ TGC_INLINE V expOne(V x) {
 // that is not the forward's) it gives e^88. NaN passes the clamps and gives NaN. About a fifth
 // fewer instructions than expOne in the loops that are bound by it. kBelowZero: the caller
 // guarantees x <= 0 or NaN (x - m, m the max so far), so the upper clamp is left out.
-template <class T, class V = T, bool kBelowZero = false>
+template <class T, class V = T, bool kAvx2 = false, bool kBelowZero = false>
 TGC_INLINE V expNonPositive(V x) {
   constexpr bool f32 = sizeof(T) == 4;
   constexpr T lo = f32 ? T(-87) : T(-708), hi = f32 ? T(88) : T(709);
-  x = atLeast(x, splat<T, V>(lo));
-  if constexpr (!kBelowZero) x = atMost(x, splat<T, V>(hi));
+  x = atLeast<kAvx2>(x, splat<T, V>(lo));
+  if constexpr (!kBelowZero) x = atMost<kAvx2>(x, splat<T, V>(hi));
   V n, k;
   const V p = expReduced<T, V>(x, n, k);
   return p * pow2Shifted<T, V>(k);
@@ -224,7 +242,7 @@ inline constexpr int64_t kSceBlock = 2048 / static_cast<int64_t>(sizeof(T));
 // m_new) (online log-sum-exp). Computing exp while the next block streams in hides most of
 // one behind the other, which two sweeps over the whole row did not.
 // m starts at the lowest finite value, not -inf, so that x - m is never -inf - -inf.
-template <class T>
+template <class T, bool kAvx2>
 TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, T& max,
                               T& logSum) {
   using V = typename HalfVec<T>::type;
@@ -256,7 +274,7 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
       // The block after next, one line per step, while this one is in exps.
       __builtin_prefetch(x + i + 2 * kSceBlock<T>);
       for (int h = 0; h < 2; ++h)
-        se[h] += expNonPositive<T, V, true>(load<T, V>(x + i + h * H) - m);
+        se[h] += expNonPositive<T, V, kAvx2, true>(load<T, V>(x + i + h * H) - m);
     }
   }
   T sxl[L], sel[L];
@@ -278,7 +296,7 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
   logSum = std::log(sumLanes<T>(sel));
 }
 
-template <class T>
+template <class T, bool kAvx2>
 TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, const void* targets,
                                T* loss, T* lse, int64_t begin, int64_t end) {
   const int64_t v = s.v;
@@ -286,7 +304,7 @@ TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, cons
   for (int64_t r = begin; r < end; ++r) {
     const T* x = logits + r * v;
     T total, m, logSum;
-    sceForwardRow<T>(s, x, total, m, logSum);
+    sceForwardRow<T, kAvx2>(s, x, total, m, logSum);
     const int64_t t = targetAt(targets, s.targetType, r);
     const int64_t tt = t < 0 || t >= v ? 0 : t;
     lse[r] = m + logSum;
@@ -298,7 +316,7 @@ TGC_INLINE void sceForwardRows(const CrossEntropyShape& s, const T* logits, cons
 
 // One streaming pass per row: dx = dloss * (exp(x - lse) - eps / V), as one FMA per element
 // (p * g - g * eps / V), then the target element's -(1 - eps) * dloss.
-template <class T>
+template <class T, bool kAvx2>
 TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, const void* targets,
                                 const T* lse, const T* dloss, T* dlogits, int64_t begin,
                                 int64_t end) {
@@ -317,7 +335,7 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
     const T g = dloss[r], l = lse[r], gu = g * uniform;
     for (int64_t i = 0; i < full; i += L)
       for (int h = 0; h < 2; ++h) {
-        const V p = expNonPositive<T, V>(load<T, V>(x + i + h * H) - l);
+        const V p = expNonPositive<T, V, kAvx2>(load<T, V>(x + i + h * H) - l);
         store<T, V>(dx + i + h * H, p * g - gu);
       }
     for (int64_t i = full; i < v; ++i) dx[i] = expNonPositive<T>(x[i] - l) * g - gu;
@@ -385,46 +403,46 @@ struct Kernels {
 };
 
 // exp over n values, on vectors then the scalar tail: the code paths the kernels run.
-template <class T>
+template <class T, bool kAvx2>
 TGC_INLINE void expRange(const T* x, T* y, int64_t n) {
   using V = typename HalfVec<T>::type;
   constexpr int H = kLanes<T> / 2;
   int64_t i = 0;
-  for (; i + H <= n; i += H) store<T, V>(y + i, expOne<T, V>(load<T, V>(x + i)));
+  for (; i + H <= n; i += H) store<T, V>(y + i, expOne<T, V, kAvx2>(load<T, V>(x + i)));
   for (; i < n; ++i) y[i] = expOne<T>(x[i]);
 }
-template <class T>
+template <class T, bool kAvx2>
 TGC_INLINE void expNonPositiveRange(const T* x, T* y, int64_t n) {
   using V = typename HalfVec<T>::type;
   constexpr int H = kLanes<T> / 2;
   int64_t i = 0;
-  for (; i + H <= n; i += H) store<T, V>(y + i, expNonPositive<T, V>(load<T, V>(x + i)));
+  for (; i + H <= n; i += H) store<T, V>(y + i, expNonPositive<T, V, kAvx2>(load<T, V>(x + i)));
   for (; i < n; ++i) y[i] = expNonPositive<T>(x[i]);
 }
 
 // One set of entry points per (instruction set, dtype); the always_inline bodies above are
 // compiled into each with its target.
-#define TGC_LOSS_KERNELS(ATTR, NAME, T)                                                        \
+#define TGC_LOSS_KERNELS(ATTR, NAME, T, AVX2)                                                   \
   ATTR void NAME##Fwd(const CrossEntropyShape& s, const T* x, const void* t, T* loss, T* lse,   \
-                      int64_t b, int64_t e) {                                                  \
-    sceForwardRows<T>(s, x, t, loss, lse, b, e);                                               \
-  }                                                                                            \
-  ATTR void NAME##Bwd(const CrossEntropyShape& s, const T* x, const void* t, const T* lse,     \
-                      const T* dl, T* dx, int64_t b, int64_t e) {                              \
-    sceBackwardRows<T>(s, x, t, lse, dl, dx, b, e);                                            \
-  }                                                                                            \
-  ATTR void NAME##Ln(const LayerNormShape& s, const T* x, const T* gm, const T* dy, T* dx,     \
-                     T* pg, T* pb, int64_t b) {                                                \
-    lnBackwardBlock<T>(s, x, gm, dy, dx, pg, pb, b);                                           \
-  }                                                                                            \
-  ATTR void NAME##Exp(const T* x, T* y, int64_t n) { expRange<T>(x, y, n); }                    \
-  ATTR void NAME##ExpNp(const T* x, T* y, int64_t n) { expNonPositiveRange<T>(x, y, n); }        \
+                      int64_t b, int64_t e) {                                                   \
+    sceForwardRows<T, AVX2>(s, x, t, loss, lse, b, e);                                          \
+  }                                                                                             \
+  ATTR void NAME##Bwd(const CrossEntropyShape& s, const T* x, const void* t, const T* lse,      \
+                      const T* dl, T* dx, int64_t b, int64_t e) {                               \
+    sceBackwardRows<T, AVX2>(s, x, t, lse, dl, dx, b, e);                                       \
+  }                                                                                             \
+  ATTR void NAME##Ln(const LayerNormShape& s, const T* x, const T* gm, const T* dy, T* dx,      \
+                     T* pg, T* pb, int64_t b) {                                                 \
+    lnBackwardBlock<T>(s, x, gm, dy, dx, pg, pb, b);                                            \
+  }                                                                                             \
+  ATTR void NAME##Exp(const T* x, T* y, int64_t n) { expRange<T, AVX2>(x, y, n); }              \
+  ATTR void NAME##ExpNp(const T* x, T* y, int64_t n) { expNonPositiveRange<T, AVX2>(x, y, n); } \
   const Kernels<T> NAME = {NAME##Fwd, NAME##Bwd, NAME##Ln, NAME##Exp, NAME##ExpNp};
 
-TGC_LOSS_KERNELS(, portableF32, float)
-TGC_LOSS_KERNELS(, portableF64, double)
-TGC_LOSS_KERNELS(TGC_AVX2, avx2F32, float)
-TGC_LOSS_KERNELS(TGC_AVX2, avx2F64, double)
+TGC_LOSS_KERNELS(, portableF32, float, false)
+TGC_LOSS_KERNELS(, portableF64, double, false)
+TGC_LOSS_KERNELS(TGC_AVX2, avx2F32, float, true)
+TGC_LOSS_KERNELS(TGC_AVX2, avx2F64, double, true)
 #undef TGC_LOSS_KERNELS
 
 bool cpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
