@@ -183,6 +183,20 @@ TEST(Gemm, TransposedAPanels) {
   }
 }
 
+// The packing buffers are kept per thread and grow with the products; from 1 MiB on they
+// are whole 2 MiB pages (huge pages). Packed B sizes below, above and across those steps,
+// growing and shrinking again on the same threads: 0.3, 1.2, 2.1 (a second huge page),
+// 4.3 MiB, then 1.2 again; f32 and f64 (twice the bytes for the same shape).
+TEST(Gemm, PackingBuffersGrowAcrossHugePages) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (int64_t k : {64, 300, 520, 1050, 300}) {
+      checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, 13, 1023, k), pool);
+      checkGemm<double>(hostEngine(DType::f64), GemmDesc::contiguous(DType::f64, 7, 517, k, false, true), pool);
+    }
+  }
+}
+
 TEST(Gemm, ThreadCounts) {
   for (int threads : {1, 2, 3, 5}) {
     ThreadPool pool(threads);
