@@ -328,11 +328,13 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
     const T* x = logits + r * v;
     T* dx = dlogits + r * v;
     const int64_t t = targetAt(targets, s.targetType, r);
-    if (t < 0 || t >= v) {
+    const T g = dloss[r], l = lse[r], gu = g * uniform;
+    // Zeros without the exps where the loss is constant (target out of range) or masked out
+    // (dloss 0: the padding tokens of a training batch).
+    if (t < 0 || t >= v || g == T(0)) {
       std::fill(dx, dx + v, T(0));
       continue;
     }
-    const T g = dloss[r], l = lse[r], gu = g * uniform;
     for (int64_t i = 0; i < full; i += L)
       for (int h = 0; h < 2; ++h) {
         const V p = expNonPositive<T, V, kAvx2>(load<T, V>(x + i + h * H) - l);

@@ -20,7 +20,9 @@
 //    (ir/fused_ops.h).
 //  * softmax_cross_entropy_grad: one streaming pass writing
 //    dloss * (exp(x - lse) - eps / V), then the target element's -(1 - eps) * dloss.
-//    A row whose target is outside [0, V) gets zeros (the gradient of its constant loss).
+//    A row whose target is outside [0, V) gets zeros (the gradient of its constant loss), and
+//    so does a row whose dloss is 0 (a padding token masked out of the mean), without its
+//    exps (so a NaN logit in such a row does not reach dlogits, where 0 * NaN would).
 //  * layer_norm_grad: dx per row (mean and rstd recomputed from x); dgamma and dbeta as
 //    partial sums over fixed blocks of kLnBlockRows rows (so the result does not depend on
 //    the thread count), then summed over blocks in order, in parallel over columns.

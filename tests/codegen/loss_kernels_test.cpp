@@ -169,6 +169,7 @@ TEST(LossKernels, SoftmaxCrossEntropyMatchesTheInterpreter) {
                                                  dtypeName(it), rows, v, eps);
             Tensor x = logitsFor(dt, rows, v, rng), t = targetsFor(it, rows, v);
             Tensor dloss = random({dt, {rows}}, rng, -2, 2);
+            if (rows > 6) dloss.setF(6, 0);  // a padding token: zeros, as 0 * (p - ...)
             AttrMap a{{"smoothing", eps}};
             auto fwd = runOpResults(OpKind::SoftmaxCrossEntropy, {x, t}, a);
             Tensor dref =
@@ -210,6 +211,28 @@ TEST(LossKernels, TargetOutOfRangeGivesZeroLossAndGradient) {
     EXPECT_EQ(dx.getF(c), 0);
     EXPECT_NE(dx.getF(v + c), 0);
     EXPECT_EQ(dx.getF(2 * v + c), 0);
+  }
+}
+
+// dloss 0 (a padding token masked out of the mean) gives a zero row without computing it: a
+// NaN logit there stays out of dlogits; with dloss 1 it shows.
+TEST(LossKernels, ZeroDlossGivesZeroRow) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  std::mt19937_64 rng(5);
+  const int64_t v = 37;
+  for (LossIsa isa : isas()) {
+    setLossIsa(isa);
+    Tensor x = random({DType::f32, {2, v}}, rng, -1, 1);
+    x.setF(3, std::numeric_limits<double>::quiet_NaN());
+    x.setF(v + 3, std::numeric_limits<double>::quiet_NaN());
+    Tensor t({DType::i64, {2}}, {5, 5}), lse({DType::f32, {2}}, {1, 1});
+    Tensor dloss({DType::f32, {2}}, {0, 1}), dx(x.type());
+    CrossEntropyShape s{DType::f32, DType::i64, 2, v, 0.1};
+    softmaxCrossEntropyBackward(s, x.data(), t.data(), lse.data(), dloss.data(), dx.data(), pool);
+    for (int64_t c = 0; c < v; ++c) EXPECT_EQ(dx.getF(c), 0) << c;
+    EXPECT_TRUE(std::isnan(dx.getF(v + 3)));
+    EXPECT_FALSE(std::isnan(dx.getF(v + 4)));
   }
 }
 
