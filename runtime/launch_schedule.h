@@ -6,12 +6,13 @@
 // pairs everywhere: dX = dY W^T and dW = X^T dY of every linear, Q/K/V projections.
 //
 // pairGemms looks at the launches in order; for each GEMM not yet paired it searches the
-// next `window` launches for a GEMM of similar FLOPs that may move up next to it:
-//  - it reads nothing written by the launches it moves over (the first GEMM included),
-//  - it writes nothing read or written by them.
-// Then moving it is a legal reorder, and the two may run at the same time (neither writes
-// what the other touches). Sets are of logical buffers (slots), so views of one buffer
-// count as the same buffer.
+// next `window` launches for a GEMM of similar FLOPs, independent of it (neither writes
+// what the other reads or writes), that can be brought next to it: either the later one
+// moves up (it reads nothing the launches in between write, and writes nothing they read
+// or write), or the earlier one moves down (the same test for it; e.g. a weight
+// gradient's GEMM whose operand a kernel recomputes after the input gradient's GEMM).
+// Each move is a legal reorder, and the two may then run at the same time. Sets are of
+// logical buffers (slots), so views of one buffer count as the same buffer.
 #pragma once
 
 #include <vector>

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -46,17 +47,18 @@ TEST(PairGemms, AGemmReadingTheFirstsResultOrALaunchInBetweenStays) {
   auto s = pairGemms({gemm({0, 1}, 2), kernel({1}, {3}), gemm({2, 5}, 6)});
   EXPECT_EQ(s.pairs, 0);
   EXPECT_EQ(s.order, (std::vector<int>{0, 1, 2}));
-  // g2 reads k1's result: it cannot move above k1.
-  s = pairGemms({gemm({0, 1}, 2), kernel({1}, {3}), gemm({3, 5}, 6)});
+  // g2 reads k1's result: it cannot move above k1, nor g0 below it (k1 reads g0's result).
+  s = pairGemms({gemm({0, 1}, 2), kernel({2}, {3}), gemm({3, 5}, 6)});
   EXPECT_EQ(s.pairs, 0);
 }
 
 TEST(PairGemms, AGemmWritingWhatALaunchInBetweenTouchesStays) {
-  // Write after read: k1 reads 7, which g2 overwrites (a buffer shared in place).
-  auto s = pairGemms({gemm({0, 1}, 2), kernel({7}, {3}), gemm({4, 5}, 7)});
+  // Write after read: k1 reads 7, which g2 overwrites (a buffer shared in place); k1 also
+  // reads g0's result, so g0 cannot move below it either.
+  auto s = pairGemms({gemm({0, 1}, 2), kernel({2, 7}, {3}), gemm({4, 5}, 7)});
   EXPECT_EQ(s.pairs, 0);
   // Write after write: k1 writes 7 too.
-  s = pairGemms({gemm({0, 1}, 2), kernel({1}, {7}), gemm({4, 5}, 7)});
+  s = pairGemms({gemm({0, 1}, 2), kernel({2}, {7}), gemm({4, 5}, 7)});
   EXPECT_EQ(s.pairs, 0);
   // g2 overwrites what g0 reads: running both at once would race.
   s = pairGemms({gemm({0, 1}, 2), gemm({4, 5}, 1)});
@@ -91,6 +93,64 @@ TEST(PairGemms, EachLaunchPairsOnceAndNotBeyondTheWindow) {
   const auto s = pairGemms({gemm({0}, 10), gemm({1}, 11), gemm({2}, 12), gemm({3}, 13)});
   EXPECT_EQ(s.pairs, 2);
   EXPECT_EQ(s.partner, (std::vector<int>{1, 0, 3, 2}));
+}
+
+TEST(PairGemms, TheFirstMovesDownWhenThePartnerNeedsALaunchInBetween) {
+  // g2 reads k1's result (a recomputed operand); g0 is independent of k1: g0 moves down.
+  const auto s = pairGemms({gemm({0, 1}, 2), kernel({1}, {3}), gemm({3, 5}, 6), kernel({2}, {7})});
+  EXPECT_EQ(s.order, (std::vector<int>{1, 0, 2, 3}));
+  EXPECT_EQ(s.partner, (std::vector<int>{-1, 2, 1, -1}));
+  // ... unless k1 reads g0's result.
+  EXPECT_EQ(pairGemms({gemm({0, 1}, 2), kernel({2}, {3}), gemm({3, 5}, 6)}).pairs, 0);
+}
+
+// Random launches: the schedule is a permutation, pairs are adjacent and independent, and
+// every two launches that share a buffer one of them writes keep their order.
+TEST(PairGemms, RandomSchedulesKeepEveryDependence) {
+  std::mt19937_64 rng(17);
+  int pairs = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + static_cast<int>(rng() % 40), buffers = 4 + static_cast<int>(rng() % 60);
+    std::vector<LaunchAccess> ls(static_cast<size_t>(n));
+    for (auto& l : ls) {
+      for (int r = static_cast<int>(rng() % 3); r >= 0; --r) l.reads.push_back(static_cast<int>(rng() % buffers));
+      for (int w = static_cast<int>(rng() % 2); w >= 0; --w) l.writes.push_back(static_cast<int>(rng() % buffers));
+      if (rng() % 2) l.flops = 100 + static_cast<double>(rng() % 60);
+    }
+    const auto s = pairGemms(ls);
+    ASSERT_EQ(s.order.size(), ls.size());
+    std::vector<int> pos(ls.size(), -1);
+    for (size_t q = 0; q < s.order.size(); ++q) {
+      ASSERT_EQ(pos[static_cast<size_t>(s.order[q])], -1) << "not a permutation";
+      pos[static_cast<size_t>(s.order[q])] = static_cast<int>(q);
+    }
+    auto conflict = [&](const LaunchAccess& a, const LaunchAccess& b) {
+      auto meets = [](const std::vector<int>& x, const std::vector<int>& y) {
+        return std::any_of(x.begin(), x.end(),
+                           [&](int v) { return std::find(y.begin(), y.end(), v) != y.end(); });
+      };
+      return meets(a.writes, b.reads) || meets(a.writes, b.writes) || meets(a.reads, b.writes);
+    };
+    int counted = 0;
+    for (size_t q = 0; q < s.partner.size(); ++q) {
+      const int o = s.partner[q];
+      if (o < 0) continue;
+      ++counted;
+      ASSERT_TRUE(o == static_cast<int>(q) + 1 || o == static_cast<int>(q) - 1) << "not adjacent";
+      ASSERT_EQ(s.partner[static_cast<size_t>(o)], static_cast<int>(q));
+      EXPECT_GT(ls[static_cast<size_t>(s.order[q])].flops, 0);
+      EXPECT_FALSE(conflict(ls[static_cast<size_t>(s.order[q])], ls[static_cast<size_t>(s.order[static_cast<size_t>(o)])]));
+    }
+    EXPECT_EQ(counted, 2 * s.pairs);
+    pairs += s.pairs;
+    for (int a = 0; a < n; ++a)
+      for (int b = a + 1; b < n; ++b)
+        if (conflict(ls[static_cast<size_t>(a)], ls[static_cast<size_t>(b)])) {
+          EXPECT_LT(pos[static_cast<size_t>(a)], pos[static_cast<size_t>(b)])
+              << "trial " << trial << ": launches " << a << " and " << b << " swapped";
+        }
+  }
+  EXPECT_GT(pairs, 100);  // the property is tested on schedules that move launches
 }
 
 // Independent products of several shapes: a linear's backward (dX and dW with the bias
@@ -166,15 +226,16 @@ TEST(GemmPairsExec, PairsOnlyWithTwoThreads) {
   }
 }
 
-// %b depends on %t, which a kernel computes after %a: %b cannot move next to %a; %c is
-// independent and does (launchNames order). %d reads %a's result: never its partner.
+// %b depends on %t, which a kernel computes from %a after it: neither moves next to the
+// other; %c is independent and moves up (launchNames order). %d reads %a's result: never
+// its partner. Then the same with %t computed from %x: %a moves down past it to %b.
 TEST(GemmPairsExec, ADependentGemmIsNotHoisted) {
   auto g = parseGraph(R"(
 graph @order {
   %x = input() : f32[32,32]
   %w = input() : f32[32,32]
   %a = matmul(%x, %w) : f32[32,32]
-  %t = exp(%x) : f32[32,32]
+  %t = relu(%a) : f32[32,32]
   %b = matmul(%t, %w) : f32[32,32]
   %c = matmul(%w, %x) : f32[32,32]
   %d = matmul(%a, %b) : f32[32,32]
@@ -182,12 +243,8 @@ graph @order {
 }
 )");
   auto exe = runtime::Executable::compile(*g, twoThreads(true));
-  const auto names = exe->launchNames();
-  ASSERT_EQ(names.size(), 5u);
-  EXPECT_EQ(names[0], "gemm:a");
-  EXPECT_EQ(names[1], "gemm:c");  // moved over the exp and %b
-  EXPECT_EQ(names[3], "gemm:b");
-  EXPECT_EQ(names[4], "gemm:d");
+  EXPECT_EQ(exe->launchNames(),
+            (std::vector<std::string>{"gemm:a", "gemm:c", "t", "gemm:b", "gemm:d"}));
   EXPECT_EQ(exe->stats().gemmPairs, 1);  // %b and %d depend on each other
   EXPECT_EQ(exe->launchSteps(), (std::vector<int>{0, 0, 1, 2, 3}));
   auto in = testing::randomInputs(*g, 5);
@@ -195,6 +252,24 @@ graph @order {
   auto got = exe->run(in);
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_TRUE(testing::allClose(got[i], ref[i], 1e-4, 1e-4)) << "output " << i;
+
+  // A weight gradient's GEMM whose operand is recomputed after the input gradient's GEMM.
+  auto sunk = parseGraph(R"(
+graph @sink {
+  %x = input() : f32[32,32]
+  %w = input() : f32[32,32]
+  %a = matmul(%x, %w) : f32[32,32]
+  %t = exp(%x) : f32[32,32]
+  %b = matmul(%t, %w) : f32[32,32]
+  %d = matmul(%a, %b) : f32[32,32]
+  return %d
+}
+)");
+  auto exe2 = runtime::Executable::compile(*sunk, twoThreads(true));
+  EXPECT_EQ(exe2->launchNames(), (std::vector<std::string>{"t", "gemm:a", "gemm:b", "gemm:d"}));
+  EXPECT_EQ(exe2->launchSteps(), (std::vector<int>{0, 1, 1, 2}));
+  in = testing::randomInputs(*sunk, 6);
+  EXPECT_TRUE(testing::allClose(exe2->run(in)[0], Interpreter().run(*sunk, in)[0], 1e-4, 1e-4));
 }
 
 // Buffers live in either launch of a pair are live at the same time: their bytes are apart.
