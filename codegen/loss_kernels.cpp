@@ -335,11 +335,14 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
       std::fill(dx, dx + v, T(0));
       continue;
     }
-    for (int64_t i = 0; i < full; i += L)
+    for (int64_t i = 0; i < full; i += L) {
+      __builtin_prefetch(x + i + 2 * kSceBlock<T>);
+      __builtin_prefetch(dx + i + 2 * kSceBlock<T>, 1);
       for (int h = 0; h < 2; ++h) {
         const V p = expNonPositive<T, V, kAvx2>(load<T, V>(x + i + h * H) - l);
         store<T, V>(dx + i + h * H, p * g - gu);
       }
+    }
     for (int64_t i = full; i < v; ++i) dx[i] = expNonPositive<T>(x[i] - l) * g - gu;
     dx[t] = g * (expNonPositive<T>(x[t] - l) - (T(1) - eps) - uniform);
   }
