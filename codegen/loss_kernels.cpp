@@ -336,6 +336,8 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
       continue;
     }
     for (int64_t i = 0; i < full; i += L) {
+      // 4 KB ahead in both streams, one line each per step (measured a few % faster than
+      // leaving it to the hardware prefetcher).
       __builtin_prefetch(x + i + 2 * kSceBlock<T>);
       __builtin_prefetch(dx + i + 2 * kSceBlock<T>, 1);
       for (int h = 0; h < 2; ++h) {
