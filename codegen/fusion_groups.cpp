@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "codegen/lower.h"
+#include "ir/env_flag.h"
 
 namespace tgc::codegen {
 
@@ -92,7 +93,8 @@ bool recomputeOk(const Node& p, double evals) {
 
 }  // namespace
 
-std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
+std::vector<FusionGroup> formFusionGroups(const Graph& g) {
+  const bool multiOutput = !envFlag("TGC_NO_MULTI_OUTPUT");
   const auto users = g.computeUsers();
   const std::unordered_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
   std::unordered_map<const Node*, size_t> position;
@@ -108,7 +110,9 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
   // duplicable nodes and values in memory of which at most one is large (more than an
   // eighth of the node's size; the rest are broadcast operands), e.g. a one-hot mask from
   // iota and the labels, or a gradient times its clipping factor. A value a single kernel
-  // node uses stays out of them, so that it can join its user's group instead.
+  // node uses stays out of them, so that it can join its user's group instead; so does an
+  // elementwise node with one user reading a value of its shape that a multi-output group
+  // could store (AdamW's sqrt(new v)): a copy would read that value from memory.
   std::unordered_set<const Node*> duplicable;
   std::unordered_map<const Node*, std::unordered_set<const Value*>> largeReads;
   for (const auto& node : g.nodes()) {
@@ -126,6 +130,11 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
       } else if (classify(*p) == NodeExecution::Kernel && !outputs.count(o) &&
                  userSet(o).size() == 1) {
         ok = false;  // fusable into n: n is better off as an ordinary member
+      } else if (multiOutput && classify(*p) == NodeExecution::Kernel &&
+                 insideCost(p->op()) != Inside::Never && isElementwise(n->op()) &&
+                 o->type().shape == n->result()->type().shape &&
+                 userSet(n->result()).size() == 1) {
+        ok = false;  // may be shared with n's group as another output
       } else if (8 * numel(o) > numel(n->result())) {
         large.insert(o);
       }
@@ -138,7 +147,7 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
 
   std::unordered_set<const Node*> taken;  // non-duplicable nodes placed in a group
   std::unordered_map<const Node*, std::unordered_set<const Node*>> copiedFor;  // dup -> users
-  std::vector<std::vector<const Node*>> groups;
+  std::vector<FusionGroup> groups;
   for (size_t i = g.nodes().size(); i-- > 0;) {
     const Node* last = g.nodes()[i].get();
     if (classify(*last) != NodeExecution::Kernel || taken.count(last)) continue;
@@ -147,6 +156,21 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
     taken.insert(last);
     std::vector<const Node*> group{last};
     std::unordered_set<const Node*> members{last};
+    // Members evaluated at exactly the last node's indices, once per element: the last node
+    // when it is elementwise, and producers of its shape reached through such members only.
+    std::unordered_set<const Node*> aligned;
+    const Shape& lastShape = last->result()->type().shape;
+    if (multiOutput && isElementwise(last->op())) aligned.insert(last);
+    // An aligned elementwise member evaluates its operands of that shape at those indices.
+    auto passesIndex = [&](const Node* n) { return aligned.count(n) && isElementwise(n->op()); };
+    // A value also needed outside may join as another output when every member using it
+    // evaluates it at the last node's indices and every other user runs after the group.
+    auto mayShare = [&](const Value* v, const Node* user) {
+      if (!passesIndex(user) || v->type().shape != lastShape) return false;
+      for (const Node* u : userSet(v))
+        if (members.count(u) ? !passesIndex(u) : position[u] < position[last]) return false;
+      return true;
+    };
     // (member, how many times the group evaluates it); depth first, operands in order.
     std::vector<std::pair<const Node*, double>> stack{{last, numel(last->result())}};
     while (!stack.empty()) {
@@ -168,19 +192,30 @@ std::vector<std::vector<const Node*>> formFusionGroups(const Graph& g) {
           }
           continue;
         }
-        const auto us = userSet(v);
         if (taken.count(p) || p->numResults() != 1 || classify(*p) != NodeExecution::Kernel ||
-            outputs.count(v) || us.size() != 1 || !us.count(user) || !recomputeOk(*p, pe))
+            insideCost(p->op()) == Inside::Never)
           continue;
+        const auto us = userSet(v);
+        const bool sole = !outputs.count(v) && us.size() == 1 && us.count(user);
+        if (sole ? !recomputeOk(*p, pe) : !mayShare(v, user)) continue;
         taken.insert(p);
         members.insert(p);
         group.push_back(p);
         stack.push_back({p, pe});
+        if (passesIndex(user) && v->type().shape == lastShape) aligned.insert(p);
       }
     }
     std::sort(group.begin(), group.end(),
               [&](const Node* a, const Node* b) { return position[a] < position[b]; });
-    groups.push_back(std::move(group));
+    FusionGroup fg{std::move(group), {}};
+    for (const Node* n : fg.nodes) {
+      if (n == last || duplicable.count(n)) continue;
+      const auto us = userSet(n->result());
+      if (outputs.count(n->result()) ||
+          std::any_of(us.begin(), us.end(), [&](const Node* u) { return !members.count(u); }))
+        fg.extraOutputs.push_back(n->result());
+    }
+    groups.push_back(std::move(fg));
   }
   std::reverse(groups.begin(), groups.end());
   return groups;

@@ -43,6 +43,30 @@ NodeExecution classify(const Node& node) {
   throw IRError(fmt::format("{}: unknown op", describeNode(node)));
 }
 
+bool isElementwise(OpKind op) {
+  switch (op) {
+    case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
+    case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
+    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+    case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
+    case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
+    case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
+    case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
+    case OpKind::Broadcast:
+      return true;
+    case OpKind::Input: case OpKind::Constant: case OpKind::Iota: case OpKind::PhiloxUniform:
+    case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MatMul:
+    case OpKind::Reshape: case OpKind::Transpose: case OpKind::Slice: case OpKind::Concat:
+    case OpKind::Gather: case OpKind::ScatterAdd:
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+    case OpKind::LayerNormGrad:
+      return false;
+  }
+  return false;
+}
+
 namespace lower {
 
 void lowerPointwise(Ctx& c) {
@@ -50,12 +74,18 @@ void lowerPointwise(Ctx& c) {
   c.collapse(out, std::vector<bool>(out->type().shape.size(), false));
   Shape shape = c.view(out);
   if (shape.empty()) shape = {1};
-  DType ot = out->type().dtype;
-  int ob = c.outputBuffer(out);
+  // The anchor's result, then the extra outputs (each of its shape: the same flat index)
+  // in reverse graph order (lowerGroup in lower.h says why).
+  std::vector<const Value*> outs{out};
+  outs.insert(outs.end(), c.extraOutputs().rbegin(), c.extraOutputs().rend());
+  std::vector<int> buffers;
+  for (const Value* v : outs) buffers.push_back(c.outputBuffer(v));
   parallelNest(c, shape, LoopKind::Vector, c.opsPerElement(), [&](const Index& idx) {
     Stmts s;
-    ExprP v = c.at(out, idx, s);
-    s.push_back(kir::store(ob, c.flat(idx, shape), kir::cast(v, ot)));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      ExprP v = c.at(outs[i], idx, s);
+      s.push_back(kir::store(buffers[i], c.flat(idx, shape), kir::cast(v, outs[i]->type().dtype)));
+    }
     return s;
   });
 }
@@ -133,6 +163,11 @@ void lowerScatterAdd(Ctx& c) {
 }  // namespace lower
 
 LoweredKernel lowerGroup(const std::vector<const Node*>& group) {
+  return lowerGroup(FusionGroup{group, {}});
+}
+
+LoweredKernel lowerGroup(const FusionGroup& fg) {
+  const std::vector<const Node*>& group = fg.nodes;
   if (group.empty()) throw IRError("lowerGroup: empty group");
   for (const Node* n : group)
     if (classify(*n) != NodeExecution::Kernel)
@@ -140,8 +175,8 @@ LoweredKernel lowerGroup(const std::vector<const Node*>& group) {
                                 describeNode(*n), n->op() == OpKind::MatMul ? "a GEMM"
                                 : n->op() == OpKind::Reshape              ? "a view"
                                                                           : "a source"));
-  // Every node must feed the last one: a group's only outputs are the last node's results,
-  // so the work of any other node would be silently lost.
+  // Every node must feed the last one: the outputs are the last node's results and values
+  // the last node is computed from, so the work of any other node would be silently lost.
   std::set<const Node*> members(group.begin(), group.end()), fed;
   std::vector<const Node*> stack{group.back()};
   while (!stack.empty()) {
@@ -155,11 +190,26 @@ LoweredKernel lowerGroup(const std::vector<const Node*>& group) {
     if (!fed.count(n))
       throw IRError(fmt::format("{}: is in a group but does not feed its last node {}",
                                 describeNode(*n), describeNode(*group.back())));
-  lower::Ctx c(group);
+  // Extra outputs are stored at the elementwise last node's indices: one value per index.
+  for (const Value* v : fg.extraOutputs) {
+    const Node* last = group.back();
+    const char* why = nullptr;
+    if (!members.count(v->def()) || v->def() == last)
+      why = "it is not the result of another member";
+    else if (!isElementwise(last->op()))
+      why = "the last node is not elementwise";
+    else if (v->type().shape != last->result()->type().shape)
+      why = "its shape is not the last node's";
+    if (why)
+      throw IRError(fmt::format("{}: cannot be another output of the group of {}: {}",
+                                describeNode(*v->def()), describeNode(*last), why));
+  }
+  lower::Ctx c(group, fg.extraOutputs);
   const Node& last = c.anchor();
   if (last.result()->type().numel() == 0) {
-    // Nothing to compute: a kernel that writes its (empty) result and does no work.
+    // Nothing to compute: a kernel that writes its (empty) results and does no work.
     c.outputBuffer(last.result());
+    for (auto v = fg.extraOutputs.rbegin(); v != fg.extraOutputs.rend(); ++v) c.outputBuffer(*v);
     c.kernel().parallelExtent = 0;
   } else {
     switch (last.op()) {

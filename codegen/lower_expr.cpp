@@ -8,7 +8,9 @@
 #include <functional>
 #include <limits>
 #include <numbers>
+#include <utility>
 
+#include "codegen/lower.h"
 #include "ir/env_flag.h"
 #include "ir/op_table.h"
 
@@ -45,32 +47,6 @@ namespace {
 ExprP bin(BinaryOp op, ExprP a, ExprP b) { return kir::binary(op, std::move(a), std::move(b)); }
 ExprP un(UnaryOp op, ExprP x) { return kir::unary(op, std::move(x)); }
 
-// Ops whose value at an index is a function of their operands at the same (broadcast)
-// index: the ones collapse() may merge dims across.
-bool isPointwise(OpKind op) {
-  switch (op) {
-    case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
-    case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
-    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
-    case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
-    case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
-    case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
-    case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
-    case OpKind::Broadcast:
-      return true;
-    case OpKind::Input: case OpKind::Constant: case OpKind::Iota: case OpKind::PhiloxUniform:
-    case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
-    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MatMul:
-    case OpKind::Reshape: case OpKind::Transpose: case OpKind::Slice: case OpKind::Concat:
-    case OpKind::Gather: case OpKind::ScatterAdd:
-    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
-    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad:
-      return false;
-  }
-  return false;
-}
-
 // A splat constant's value as the interpreter stores it (rounded to its dtype).
 double storedValue(double v, DType t) {
   switch (t) {
@@ -92,7 +68,8 @@ double storedValue(double v, DType t) {
 
 }  // namespace
 
-Ctx::Ctx(const std::vector<const Node*>& group) : group_(group) {
+Ctx::Ctx(const std::vector<const Node*>& group, std::vector<const Value*> extraOutputs)
+    : group_(group), extraOutputs_(std::move(extraOutputs)) {
   for (const Node* n : group) producers_.insert(n);
   k_.name = kernelName(*group.back());
 }
@@ -151,7 +128,7 @@ std::vector<int> Ctx::collapse(const Value* root, const std::vector<bool>& barri
   std::function<void(const Value*)> walk = [&](const Value* v) {
     values.push_back(v);
     if (!inGroup(v) || !seen.insert(v->def()).second) return;
-    if (!isPointwise(v->def()->op())) pointwise = false;
+    if (!isElementwise(v->def()->op())) pointwise = false;
     for (const Value* o : v->def()->operands()) walk(o);
   };
   walk(root);

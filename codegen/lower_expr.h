@@ -35,12 +35,15 @@ ExprP constOf(double v, DType type);
 
 class Ctx {
  public:
-  explicit Ctx(const std::vector<const Node*>& group);
+  // extraOutputs: members' values the kernel stores besides the anchor's (lower.h).
+  explicit Ctx(const std::vector<const Node*>& group,
+               std::vector<const Value*> extraOutputs = {});
 
   kir::Kernel& kernel() { return k_; }
   std::vector<const Value*>& values() { return values_; }
   const std::vector<const Node*>& group() const { return group_; }
   const Node& anchor() const { return *group_.back(); }
+  const std::vector<const Value*>& extraOutputs() const { return extraOutputs_; }
   bool inGroup(const Value* v) const { return producers_.count(v->def()) > 0; }
 
   // The buffer holding v: a Read buffer for a value the group reads (made on first use).
@@ -86,6 +89,7 @@ class Ctx {
   Index unravel(ExprP f, const Shape& shape) const;
 
   std::vector<const Node*> group_;
+  std::vector<const Value*> extraOutputs_;
   std::unordered_set<const Node*> producers_;
   kir::Kernel k_;
   std::vector<const Value*> values_;

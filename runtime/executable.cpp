@@ -151,10 +151,29 @@ StoreShape storesTo(const std::vector<kir::StmtP>& body, int w) {
   return out;
 }
 
+// Loads of `r` at the index of a store to `w`, in the value of that store or of a store
+// before it in the same statement list (a kernel with several outputs stores each
+// element's values one after another): all of them run before `w` overwrites `r` there.
+size_t loadsBeforeWrite(const std::vector<kir::StmtP>& body, int w, int r) {
+  size_t n = 0;
+  for (size_t j = 0; j < body.size(); ++j) {
+    const kir::Stmt& sw = *body[j];
+    n += loadsBeforeWrite(sw.body, w, r) + loadsBeforeWrite(sw.elseBody, w, r);
+    if (sw.kind != kir::StmtKind::Store || sw.buffer != w) continue;
+    for (size_t i = 0; i <= j; ++i) {
+      if (body[i]->kind != kir::StmtKind::Store) continue;
+      std::vector<const kir::Expr*> inValue;
+      collectLoads(body[i]->args[1], r, inValue);
+      for (const kir::Expr* l : inValue) n += sameExpr(l->args[0], sw.args[0]);
+    }
+  }
+  return n;
+}
+
 // True when the kernel may write buffer `w` over buffer `r`: `w` is never read, at most one
-// store to `w` runs per iteration, and every load of `r` sits in the value of a store to
-// `w` at that store's own index. Each element of `r` is then read just before the same
-// element of `w` is written, and by nothing else.
+// store to `w` runs per iteration, and every load of `r` is at that store's own index, in
+// its value or in a store before it (loadsBeforeWrite). Each element of `r` is then read
+// before the same element of `w` is written, and by nothing else.
 bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
   if (k.buffers[w].access != kir::Access::Write || k.buffers[w].numel != k.buffers[r].numel ||
       k.buffers[w].dtype != k.buffers[r].dtype)
@@ -163,18 +182,14 @@ bool readsOnlyAtWriteIndex(const kir::Kernel& k, int w, int r) {
   if (!shape.stores || !shape.single) return false;
   std::vector<const kir::Stmt*> stmts;
   collectStmts(k.body, stmts);
-  size_t loadsOfR = 0, atWriteIndex = 0;
-  for (const kir::Stmt* s : stmts) {
-    std::vector<const kir::Expr*> loads;
-    for (const auto& a : s->args) collectLoads(a, r, loads);
-    loadsOfR += loads.size();
-    if (s->kind != kir::StmtKind::Store || s->buffer != w) continue;
-    std::vector<const kir::Expr*> inValue;
-    collectLoads(s->args[1], r, inValue);
-    for (const kir::Expr* l : inValue)
-      if (sameExpr(l->args[0], s->args[0])) ++atWriteIndex;
-  }
-  return loadsOfR == atWriteIndex;
+  size_t loadsOfR = 0;
+  for (const kir::Stmt* s : stmts)
+    for (const auto& a : s->args) {
+      std::vector<const kir::Expr*> loads;
+      collectLoads(a, r, loads);
+      loadsOfR += loads.size();
+    }
+  return loadsOfR == loadsBeforeWrite(k.body, w, r);
 }
 
 // The matmul's GEMM (runtime/matmul_gemm.h), after the CPU backend's dtype check. bf16 runs

@@ -8,14 +8,14 @@
 
 namespace tgc::runtime {
 
-std::unordered_map<const Node*, std::vector<const Node*>> kernelGroups(const Graph& g,
-                                                                       bool fuse) {
-  std::unordered_map<const Node*, std::vector<const Node*>> at;
+std::unordered_map<const Node*, codegen::FusionGroup> kernelGroups(const Graph& g, bool fuse) {
+  std::unordered_map<const Node*, codegen::FusionGroup> at;
   if (fuse) {
-    for (auto& group : codegen::formFusionGroups(g)) at[group.back()] = std::move(group);
+    for (auto& group : codegen::formFusionGroups(g)) at[group.nodes.back()] = std::move(group);
   } else {
     for (const auto& n : g.nodes())
-      if (codegen::classify(*n) == codegen::NodeExecution::Kernel) at[n.get()] = {n.get()};
+      if (codegen::classify(*n) == codegen::NodeExecution::Kernel)
+        at[n.get()] = codegen::FusionGroup{{n.get()}, {}};
   }
   return at;
 }

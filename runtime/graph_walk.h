@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/lower.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
@@ -13,9 +14,10 @@ namespace tgc::runtime {
 // and switches on codegen::classify(node).
 
 // The groups of a graph's Kernel nodes, each under its last node: one kernel launch per
-// group, at that node; the other members' values get no buffer. With `fuse` the groups are
-// codegen::formFusionGroups', otherwise each Kernel node alone.
-std::unordered_map<const Node*, std::vector<const Node*>> kernelGroups(const Graph& g, bool fuse);
+// group, at that node; other members' values get no buffer unless they are extra outputs of
+// a multi-output group. With `fuse` the groups are codegen::formFusionGroups', otherwise
+// each Kernel node alone.
+std::unordered_map<const Node*, codegen::FusionGroup> kernelGroups(const Graph& g, bool fuse);
 
 // A Source node other than an input (constant, iota, ...): its values, computed once at
 // compile time, one per result. Throws IRError for a source op with operands.
