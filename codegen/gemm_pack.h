@@ -179,6 +179,40 @@ void sumColumns(const T* sliver, int64_t kc, int W, T* sums) {
   });
 }
 
+// The cache lines of A, as stored, that packA(a, lda, trans, i0, rows, p0, kc, ...) reads:
+// `count` segments of contiguous elements, `stride` bytes apart (kc rows of `rows` elements
+// for A^T, else `rows` rows of kc), each from the line of its first element to the line of
+// its last. The product prefetches the next block's lines into L2 while the micro-kernel
+// runs on the current one, spread over its calls, so that packA reads from L2 rather than
+// waiting on L3 or DRAM. Empty (count 0) by default.
+struct SourceLines {
+  const char* first = nullptr;  // the first element of segment 0
+  int64_t count = 0, stride = 0, bytes = 0;  // bytes: a segment's length
+
+  SourceLines() = default;
+  template <class T>
+  SourceLines(const T* a, int64_t lda, bool trans, int64_t i0, int64_t rows, int64_t p0, int64_t kc)
+      : first(reinterpret_cast<const char*>(trans ? a + p0 * lda + i0 : a + i0 * lda + p0)),
+        count(trans ? kc : rows),
+        stride(lda * static_cast<int64_t>(sizeof(T))),
+        bytes((trans ? rows : kc) * static_cast<int64_t>(sizeof(T))) {}
+
+  // Calls fn(line address) for each line of segments [part*count/parts, (part+1)*count/parts).
+  template <class Fn>
+  void forEachLine(int64_t part, int64_t parts, Fn&& fn) const {
+    if (bytes <= 0) return;
+    for (int64_t s = part * count / parts, end = (part + 1) * count / parts; s < end; ++s) {
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(first + s * stride);
+      for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + bytes; line += 64)
+        fn(reinterpret_cast<const char*>(line));
+    }
+  }
+  // Prefetches part `part` of `parts` into L2.
+  void prefetch(int64_t part, int64_t parts) const {
+    forEachLine(part, parts, [](const char* line) { __builtin_prefetch(line, 0, 2); });
+  }
+};
+
 // Rows [i0, i0 + rows) x columns [p0, p0 + kc) of op(A) into slivers of MR rows:
 // dst[s*kc*MR + k*MR + i] = op(A)(i0 + s*MR + i, p0 + k).
 template <class T>

@@ -11,12 +11,14 @@
 #include <memory>
 #include <ostream>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <string>
 #include <vector>
 
+#include "codegen/gemm_pack.h"
 #include "codegen/jit.h"
 #include "runtime/thread_pool.h"
 #include "tests/codegen/gemm_test_util.h"
@@ -195,6 +197,43 @@ TEST(Gemm, PackingBuffersGrowAcrossHugePages) {
       checkGemm<double>(hostEngine(DType::f64), GemmDesc::contiguous(DType::f64, 7, 517, k, false, true), pool);
     }
   }
+}
+
+// pack::SourceLines (the lines of A that the next block's packA reads, prefetched while
+// the current block runs) names exactly the lines holding the block's elements, for A
+// and A^T, blocks at odd offsets and lengths, leading dimensions from dense to 1024, over
+// any split into parts.
+TEST(GemmPack, SourceLinesAreTheLinesPackAReads) {
+  struct Block {
+    bool trans;
+    int64_t lda, i0, rows, p0, kc;
+  };
+  const std::vector<Block> blocks = {{false, 300, 0, 144, 0, 256},  {false, 301, 7, 13, 5, 61},
+                                     {true, 256, 0, 144, 0, 512},   {true, 1024, 37, 112, 512, 488},
+                                     {true, 9, 3, 5, 2, 7},         {false, 1, 0, 6, 0, 1},
+                                     {true, 20, 19, 1, 0, 3}};
+  for (const Block& b : blocks)
+    for (int64_t parts : {1, 3, 16}) {
+      SCOPED_TRACE(::testing::Message() << "trans=" << b.trans << " lda=" << b.lda << " i0=" << b.i0 << " rows="
+                                        << b.rows << " p0=" << b.p0 << " kc=" << b.kc << " parts=" << parts);
+      const int64_t stored = b.trans ? (b.p0 + b.kc) * b.lda : (b.i0 + b.rows) * b.lda;
+      std::vector<float> a(static_cast<size_t>(stored) + 16);
+      const float* base = a.data() + 3;  // not line-aligned
+      std::set<uintptr_t> want, got;
+      for (int64_t i = b.i0; i < b.i0 + b.rows; ++i)
+        for (int64_t k = b.p0; k < b.p0 + b.kc; ++k)
+          want.insert(reinterpret_cast<uintptr_t>(b.trans ? base + k * b.lda + i : base + i * b.lda + k) & ~uintptr_t{63});
+      const pack::SourceLines lines(base, b.lda, b.trans, b.i0, b.rows, b.p0, b.kc);
+      for (int64_t part = 0; part < parts; ++part)
+        lines.forEachLine(part, parts, [&](const char* line) {
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(line) % 64, 0u);
+          got.insert(reinterpret_cast<uintptr_t>(line));
+        });
+      EXPECT_EQ(got, want);
+    }
+  int calls = 0;
+  pack::SourceLines().forEachLine(0, 1, [&](const char*) { ++calls; });
+  EXPECT_EQ(calls, 0) << "an empty SourceLines names no line";
 }
 
 TEST(Gemm, ThreadCounts) {
