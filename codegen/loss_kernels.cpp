@@ -74,11 +74,19 @@ TGC_INLINE V splat(T c) {
   if constexpr (std::is_same_v<V, T>) return c;
   else return V{} + c;
 }
-// max(x, lo) and min(x, hi) that keep a NaN x. GCC makes a vector `?:` a compare and a blend,
-// two instructions on the FMA ports, where the exp is bound; in the AVX2 build (kAvx2) one
-// vmaxps/vminps does it (x as the second operand, which they return when either is NaN). Inline
-// asm, because the intrinsics cannot be named in a template that the portable build
-// instantiates too; kAvx2 code only runs inside target("avx2,fma") functions.
+// where(mask, a, b) on vectors as and/andnot/or: the portable (SSE2) build has no blend, and
+// GCC lowers a 32-byte vector `?:` there element by element through the stack.
+template <class V, class M>
+TGC_INLINE V where(M mask, V a, V b) {
+  return std::bit_cast<V>((mask & std::bit_cast<M>(a)) | (~mask & std::bit_cast<M>(b)));
+}
+
+// max(x, lo) and min(x, hi) that keep a NaN x (and ignore a NaN lo resp. hi). GCC makes a
+// vector `?:` a compare and a blend, two instructions on the FMA ports, where the exp is bound;
+// in the AVX2 build (kAvx2) one vmaxps/vminps does it (x as the second operand, which they
+// return when either is NaN). Inline asm, because the intrinsics cannot be named in a template
+// that the portable build instantiates too; kAvx2 code only runs inside target("avx2,fma")
+// functions.
 template <bool kAvx2, class V>
 TGC_INLINE V atLeast(V x, V lo) {
   if constexpr (kAvx2 && sizeof(V) == 32) {
@@ -86,6 +94,8 @@ TGC_INLINE V atLeast(V x, V lo) {
     if constexpr (sizeof(x[0]) == 4) asm("vmaxps %2, %1, %0" : "=x"(r) : "x"(lo), "xm"(x));
     else asm("vmaxpd %2, %1, %0" : "=x"(r) : "x"(lo), "xm"(x));
     return r;
+  } else if constexpr (sizeof(V) == 32) {
+    return where(x < lo, lo, x);
   } else {
     return x < lo ? lo : x;
   }
@@ -97,6 +107,8 @@ TGC_INLINE V atMost(V x, V hi) {
     if constexpr (sizeof(x[0]) == 4) asm("vminps %2, %1, %0" : "=x"(r) : "x"(hi), "xm"(x));
     else asm("vminpd %2, %1, %0" : "=x"(r) : "x"(hi), "xm"(x));
     return r;
+  } else if constexpr (sizeof(V) == 32) {
+    return where(x > hi, hi, x);
   } else {
     return x > hi ? hi : x;
   }
@@ -214,11 +226,11 @@ template <class T, class V>
 TGC_INLINE void toLanes(const V (&v)[2], T (&a)[kLanes<T>]) {
   std::memcpy(a, v, sizeof a);
 }
-// The largest of the two vectors' lanes (NaN lanes are ignored: they came from -inf).
+// The largest of the two vectors' lanes (the lanes are never NaN: maxima of non-NaN values).
 template <class T, class V>
 TGC_INLINE T maxOf(const V (&v)[2]) {
   constexpr int H = kLanes<T> / 2;
-  const V both = v[1] > v[0] ? v[1] : v[0];
+  const V both = atLeast<false>(v[0], v[1]);
   T m = both[0];
   for (int l = 1; l < H; ++l) m = both[l] > m ? both[l] : m;
   return m;
@@ -264,17 +276,20 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
     for (int64_t i = b; i < e; i += L)
       for (int h = 0; h < 2; ++h) {
         const V xv = load<T, V>(x + i + h * H);
-        mv[h] = xv > mv[h] ? xv : mv[h];
+        mv[h] = atLeast<kAvx2>(mv[h], xv);  // a NaN x leaves the max as it was
         sx[h] += xv;
       }
     const T f = raise(maxOf<T, V>(mv), m);
     if (f != T(1))
       for (int h = 0; h < 2; ++h) se[h] *= f;
+    // Scalars splatted once, outside the loop (the portable build otherwise broadcasts them
+    // through the stack every step).
+    const V mb = splat<T, V>(m);
     for (int64_t i = b; i < e; i += L) {
       // The block after next, one line per step, while this one is in exps.
       __builtin_prefetch(x + i + 2 * kSceBlock<T>);
       for (int h = 0; h < 2; ++h)
-        se[h] += expNonPositive<T, V, kAvx2, true>(load<T, V>(x + i + h * H) - m);
+        se[h] += expNonPositive<T, V, kAvx2, true>(load<T, V>(x + i + h * H) - mb);
     }
   }
   T sxl[L], sel[L];
@@ -335,14 +350,15 @@ TGC_INLINE void sceBackwardRows(const CrossEntropyShape& s, const T* logits, con
       std::fill(dx, dx + v, T(0));
       continue;
     }
+    const V lv = splat<T, V>(l), gv = splat<T, V>(g), guv = splat<T, V>(gu);  // as the forward's
     for (int64_t i = 0; i < full; i += L) {
       // 4 KB ahead in both streams, one line each per step (measured a few % faster than
       // leaving it to the hardware prefetcher).
       __builtin_prefetch(x + i + 2 * kSceBlock<T>);
       __builtin_prefetch(dx + i + 2 * kSceBlock<T>, 1);
       for (int h = 0; h < 2; ++h) {
-        const V p = expNonPositive<T, V, kAvx2>(load<T, V>(x + i + h * H) - l);
-        store<T, V>(dx + i + h * H, p * g - gu);
+        const V p = expNonPositive<T, V, kAvx2>(load<T, V>(x + i + h * H) - lv);
+        store<T, V>(dx + i + h * H, p * gv - guv);
       }
     }
     for (int64_t i = full; i < v; ++i) dx[i] = expNonPositive<T>(x[i] - l) * g - gu;

@@ -2,7 +2,8 @@
 // shape: forward and backward time per call, without a graph around them, next to a plain
 // read of the logits and a read + write of them (the kernels' memory floor). Not a test:
 //   build/tests/codegen/loss_bench [--rows 1024] [--vocab 8000] [--smoothing 0.1] [--f64]
-//       [--threads 1] [--runs 100] [--clock cpu|wall]
+//       [--portable] [--threads 1] [--runs 100] [--clock cpu|wall]
+// --portable runs the kernels' portable build instead of the AVX2 one (codegen::setLossIsa).
 // The figures are the median and the minimum over the runs; --clock cpu (the default) is
 // the process's CPU time divided by the threads, which only means something when they all
 // stay busy, so compare at --threads 1. Every run uses the same buffers, larger than the
@@ -26,7 +27,7 @@ namespace {
 struct Options {
   int64_t rows = 1024, vocab = 8000;
   double smoothing = 0.1;
-  bool f64 = false, cpuClock = true;
+  bool f64 = false, portable = false, cpuClock = true;
   int threads = 1, runs = 100;
 };
 
@@ -45,6 +46,8 @@ bool parse(int argc, char** argv, Options& o) {
     const bool hasValue = i + 1 < argc;
     if (a == "--f64") {
       o.f64 = true;
+    } else if (a == "--portable") {
+      o.portable = true;
     } else if (a == "--clock" && hasValue) {
       const std::string c = argv[++i];
       if (c != "cpu" && c != "wall") return false;
@@ -153,10 +156,11 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
-                 "usage: %s [--rows R] [--vocab V] [--smoothing E] [--f64] [--threads N] "
-                 "[--runs R] [--clock cpu|wall]\n",
+                 "usage: %s [--rows R] [--vocab V] [--smoothing E] [--f64] [--portable] "
+                 "[--threads N] [--runs R] [--clock cpu|wall]\n",
                  argv[0]);
     return 2;
   }
+  if (o.portable) tgc::codegen::setLossIsa(tgc::codegen::LossIsa::Portable);
   return o.f64 ? run<double>(o) : run<float>(o);
 }
