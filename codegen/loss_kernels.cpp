@@ -263,11 +263,13 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
   const int64_t v = s.v, full = v / L * L;
   V sx[2] = {}, se[2] = {};
   T m = std::numeric_limits<T>::lowest(), rowMax = -inf;
-  auto raise = [&](T bm, T& mRef) {
+  // A block (or the tail) whose max is bm: raises m to it if higher, returning the factor
+  // exp(m_old - m_new) for the sums so far (1 if m stays).
+  auto raise = [&](T bm) {
     rowMax = bm > rowMax ? bm : rowMax;
-    if (!(bm > mRef)) return T(1);
-    const T f = expNonPositive<T>(mRef - bm);
-    mRef = bm;
+    if (!(bm > m)) return T(1);
+    const T f = expNonPositive<T>(m - bm);
+    m = bm;
     return f;
   };
   for (int64_t b = 0; b < full; b += kSceBlock<T>) {
@@ -279,7 +281,7 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
         mv[h] = atLeast<kAvx2>(mv[h], xv);  // a NaN x leaves the max as it was
         sx[h] += xv;
       }
-    const T f = raise(maxOf<T, V>(mv), m);
+    const T f = raise(maxOf<T, V>(mv));
     if (f != T(1))
       for (int h = 0; h < 2; ++h) se[h] *= f;
     // Scalars splatted once, outside the loop (the portable build otherwise broadcasts them
@@ -298,7 +300,7 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
   if (full < v) {  // the tail, element full + l into lane l
     T tm = -inf;
     for (int64_t i = full; i < v; ++i) tm = x[i] > tm ? x[i] : tm;
-    const T f = raise(tm, m);
+    const T f = raise(tm);
     for (int l = 0; l < L; ++l) sel[l] *= f;
     for (int64_t i = full; i < v; ++i) {
       sxl[i - full] += x[i];
@@ -306,7 +308,8 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
     }
   }
   total = sumLanes<T>(sxl);
-  // A row of -inf only has no finite max: lse = -inf and the loss NaN, as the reference.
+  // A row of -inf only has no finite max: lse = -inf (the reference's is NaN) and the loss
+  // NaN, as the reference's.
   max = rowMax == -inf ? -inf : m;
   logSum = std::log(sumLanes<T>(sel));
 }
