@@ -74,11 +74,18 @@ TGC_INLINE V splat(T c) {
   if constexpr (std::is_same_v<V, T>) return c;
   else return V{} + c;
 }
-// where(mask, a, b) on vectors as and/andnot/or: the portable (SSE2) build has no blend, and
-// GCC lowers a 32-byte vector `?:` there element by element through the stack.
-template <class V, class M>
-TGC_INLINE V where(M mask, V a, V b) {
-  return std::bit_cast<V>((mask & std::bit_cast<M>(a)) | (~mask & std::bit_cast<M>(b)));
+// op(a, b) on the two 16-byte halves of 32-byte vectors, each as its own vector: the
+// portable (SSE2) build has 16-byte vectors only, and GCC lowers a 32-byte vector `?:` there
+// element by element (also when written as and/andnot/or, which it folds back into a `?:`).
+template <class V, class Op>
+TGC_INLINE V byHalves(V a, V b, Op op) {
+  using E = std::remove_cvref_t<decltype(a[0])>;
+  typedef E Half __attribute__((vector_size(16)));
+  struct Pair {
+    Half lo, hi;
+  };
+  const Pair pa = std::bit_cast<Pair>(a), pb = std::bit_cast<Pair>(b);
+  return std::bit_cast<V>(Pair{op(pa.lo, pb.lo), op(pa.hi, pb.hi)});
 }
 
 // max(x, lo) and min(x, hi) that keep a NaN x (and ignore a NaN lo resp. hi). GCC makes a
@@ -95,7 +102,7 @@ TGC_INLINE V atLeast(V x, V lo) {
     else asm("vmaxpd %2, %1, %0" : "=x"(r) : "x"(lo), "xm"(x));
     return r;
   } else if constexpr (sizeof(V) == 32) {
-    return where(x < lo, lo, x);
+    return byHalves(x, lo, [](auto a, auto b) { return a < b ? b : a; });
   } else {
     return x < lo ? lo : x;
   }
@@ -108,7 +115,7 @@ TGC_INLINE V atMost(V x, V hi) {
     else asm("vminpd %2, %1, %0" : "=x"(r) : "x"(hi), "xm"(x));
     return r;
   } else if constexpr (sizeof(V) == 32) {
-    return where(x > hi, hi, x);
+    return byHalves(x, hi, [](auto a, auto b) { return a > b ? b : a; });
   } else {
     return x > hi ? hi : x;
   }
@@ -227,10 +234,10 @@ TGC_INLINE void toLanes(const V (&v)[2], T (&a)[kLanes<T>]) {
   std::memcpy(a, v, sizeof a);
 }
 // The largest of the two vectors' lanes (the lanes are never NaN: maxima of non-NaN values).
-template <class T, class V>
+template <class T, class V, bool kAvx2>
 TGC_INLINE T maxOf(const V (&v)[2]) {
   constexpr int H = kLanes<T> / 2;
-  const V both = atLeast<false>(v[0], v[1]);
+  const V both = atLeast<kAvx2>(v[0], v[1]);
   T m = both[0];
   for (int l = 1; l < H; ++l) m = both[l] > m ? both[l] : m;
   return m;
@@ -281,7 +288,7 @@ TGC_INLINE void sceForwardRow(const CrossEntropyShape& s, const T* x, T& total, 
         mv[h] = atLeast<kAvx2>(mv[h], xv);  // a NaN x leaves the max as it was
         sx[h] += xv;
       }
-    const T f = raise(maxOf<T, V>(mv));
+    const T f = raise(maxOf<T, V, kAvx2>(mv));
     if (f != T(1))
       for (int h = 0; h < 2; ++h) se[h] *= f;
     // Scalars splatted once, outside the loop (the portable build otherwise broadcasts them
