@@ -1,0 +1,104 @@
+// Two independent GEMMs of the small training step run as a pair (one per thread, each on
+// the single-thread path: what the executable does for GEMM pairs, runtime/launch_schedule.h)
+// against one after the other, each split over both threads (what it does without). Not a
+// test:
+//   build/tests/runtime/gemm_pairs_bench [--runs 30]
+// The two ways alternate, run by run, on the same buffers; the figures are the minimum and
+// the median wall time per pair of products over the runs, and GFLOP/s from the minimum.
+// On a loaded host the minimum (the runs in which both threads kept a core) is the steadier
+// figure; the median shows how much a pair loses when the host takes one of its threads.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/gemm.h"
+#include "runtime/thread_pool.h"
+
+namespace {
+
+using tgc::ThreadPool;
+using tgc::codegen::GemmDesc;
+
+struct Product {
+  GemmDesc desc;
+  std::vector<float> a, b, c;
+  explicit Product(GemmDesc d) : desc(std::move(d)) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    a.resize(static_cast<size_t>(desc.m * desc.k));
+    b.resize(static_cast<size_t>(desc.k * desc.n));
+    c.resize(static_cast<size_t>(desc.m * desc.n));
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+  }
+  void run(ThreadPool& pool) { tgc::codegen::gemm(desc, a.data(), b.data(), c.data(), &pool); }
+  double flops() const { return 2.0 * static_cast<double>(desc.m * desc.n * desc.k); }
+};
+
+struct Case {
+  const char* name;
+  GemmDesc x, y;
+};
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 30;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--runs N]\n", argv[0]);
+      return 2;
+    }
+  }
+  using tgc::DType;
+  auto mm = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    return GemmDesc::contiguous(DType::f32, m, n, k, ta, tb);
+  };
+  // The step's pairs (B = 32 x 32 tokens = 1024 rows, d = 256, FFN 1024, vocabulary 8000).
+  const std::vector<Case> cases = {
+      {"generator dA | dW", mm(1024, 256, 8000, false, true), mm(256, 8000, 1024, true, false)},
+      {"ffn1 dX | dW", mm(1024, 256, 1024, false, true), mm(256, 1024, 1024, true, false)},
+      {"ffn2 dX | dW", mm(1024, 1024, 256, false, true), mm(1024, 256, 1024, true, false)},
+      {"attn proj dX | dW", mm(1024, 256, 256, false, true), mm(256, 256, 1024, true, false)},
+      {"attn Q | K", mm(1024, 256, 256, false, false), mm(1024, 256, 256, false, false)},
+  };
+  ThreadPool pool(2), serial(1);
+  std::printf("%-20s %22s %22s %8s\n", "pair", "split min/median ms", "paired min/median ms",
+              "gain");
+  for (const Case& cs : cases) {
+    Product x(cs.x), y(cs.y);
+    std::vector<double> split, paired;
+    for (int r = 0; r < runs + 2; ++r) {  // two warm-up runs each
+      auto t0 = std::chrono::steady_clock::now();
+      x.run(pool);
+      y.run(pool);
+      const double s = seconds(t0);
+      t0 = std::chrono::steady_clock::now();
+      pool.runOnThreads(2, [&](int t) { (t == 0 ? x : y).run(serial); });
+      const double p = seconds(t0);
+      if (r >= 2) {
+        split.push_back(s);
+        paired.push_back(p);
+      }
+    }
+    std::sort(split.begin(), split.end());
+    std::sort(paired.begin(), paired.end());
+    const double gflop = (x.flops() + y.flops()) * 1e-9;
+    std::printf("%-20s %8.2f / %8.2f ms %8.2f / %8.2f ms %7.1f%%   (%.0f / %.0f GFLOP/s at the min)\n",
+                cs.name, split.front() * 1e3, split[split.size() / 2] * 1e3, paired.front() * 1e3,
+                paired[paired.size() / 2] * 1e3, 100 * (split.front() / paired.front() - 1),
+                gflop / split.front(), gflop / paired.front());
+  }
+  return 0;
+}
