@@ -310,8 +310,8 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
   if (!opts.alt.empty()) {
     altJit = std::make_unique<Jit>(JitOptions::fromEnv());
     alt = std::make_unique<GemmEngine>(*altJit, withAlt(cfg, opts.alt));
-    fmt::print("peer: tgc with kc {}, mc {}, nc {} (--alt {})\n\n", alt->config().kc, alt->config().mc,
-               alt->config().nc, opts.alt);
+    fmt::print("peer: tgc {} with kc {}, mc {}, nc {} (--alt {})\n\n", alt->config().name(), alt->config().kc,
+               alt->config().mc, alt->config().nc, opts.alt);
   }
   fmt::print("{:<30} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
              alt ? "alt GF/s" : "OpenBLAS GF/s", alt ? "tgc/alt" : "tgc/OpenBLAS", "tgc/peak", "max|diff|");

@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <string>
@@ -234,6 +235,29 @@ TEST(GemmPack, SourceLinesAreTheLinesPackAReads) {
   int calls = 0;
   pack::SourceLines().forEachLine(0, 1, [&](const char*) { ++calls; });
   EXPECT_EQ(calls, 0) << "an empty SourceLines names no line";
+}
+
+// pack::transposeSliver into slivers of 16 (B^T with AVX2) and of 6 (A, by 4x4 SSE
+// transposes for full slivers), against the definition: k counts around the 4- and 16-k
+// steps, full and partial slivers (zero padded), odd and power-of-two leading dimensions.
+TEST(GemmPack, TransposeSliverMatchesTheDefinition) {
+  for (int64_t ld : {int64_t{531}, int64_t{1024}})
+    for (int64_t kc : {1, 7, 15, 16, 17, 33, 48, 515})
+      for (int64_t w : {16, 15, 6, 5, 1}) {
+        SCOPED_TRACE(::testing::Message() << "ld=" << ld << " kc=" << kc << " w=" << w);
+        const auto src = randomVector<float>(static_cast<size_t>(16 * ld), 9);
+        auto check = [&](auto width) {
+          constexpr int W = decltype(width)::value;
+          if (w > W) return;
+          std::vector<float> dst(static_cast<size_t>(kc * W), -1.0f);
+          pack::transposeSliver<float, W>(src.data() + 3, ld, w, kc, W, dst.data());
+          for (int64_t k = 0; k < kc; ++k)
+            for (int64_t i = 0; i < W; ++i)
+              ASSERT_EQ(dst[k * W + i], i < w ? src[3 + i * ld + k] : 0.0f) << "W=" << W << " k=" << k << " i=" << i;
+        };
+        check(std::integral_constant<int, 16>());
+        check(std::integral_constant<int, 6>());
+      }
 }
 
 TEST(Gemm, ThreadCounts) {
