@@ -536,8 +536,8 @@ void Executable::Impl::build(const Graph& source) {
   for (DType d : gemmTypes) codegen::GemmEngine::host(d);  // JIT the micro-kernels now
 }
 
-// Pairs independent GEMMs of similar FLOPs, each pair's second launch moved next to its
-// first (runtime/launch_schedule.h), then renumbers everything that names launches.
+// Pairs independent GEMMs of similar FLOPs, moved next to each other
+// (runtime/launch_schedule.h), then renumbers everything that names launches.
 void Executable::Impl::scheduleGemmPairs(std::vector<int>& loweredLaunch) {
   std::vector<LaunchAccess> access(launches.size());
   for (size_t i = 0; i < launches.size(); ++i) {
@@ -545,7 +545,8 @@ void Executable::Impl::scheduleGemmPairs(std::vector<int>& loweredLaunch) {
     for (size_t b = 0; b < l.slots.size(); ++b)
       (l.writes[b] ? access[i].writes : access[i].reads).push_back(l.slots[b]);
     const codegen::GemmDesc& d = l.gemm;
-    // bf16 converts through scratch of its own; f32 and f64 run on per-thread scratch.
+    // f32 and f64 pack into per-thread scratch; bf16 (mixed precision) stays unpaired: its
+    // conversion path was not checked for two products at once.
     if (l.kind == Launch::Kind::Gemm && !l.gemmZeroK && d.dtype != DType::bf16)
       access[i].flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) *
                         static_cast<double>(d.k) * static_cast<double>(d.batchCount());
