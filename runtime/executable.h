@@ -134,7 +134,7 @@ class Executable {
     double seconds = 0;
     int64_t runs = 0;
     int partner = -1;  // the index of the launch it ran beside, or -1
-    double stepSeconds = 0;  // == seconds when unpaired
+    double stepSeconds = 0;  // with a partner: the pair's wall time (else not needed)
   };
   std::vector<LaunchTime> profile() const;
 

@@ -358,8 +358,9 @@ void printProfile(std::vector<runtime::Executable::LaunchTime> launches, size_t 
     const auto& l = launches[i];
     if (l.partner >= 0) ++paired;
     if (l.partner >= 0 && l.partner < static_cast<int>(i)) continue;  // its pair is counted
-    total += l.stepSeconds;
-    if (l.gemm) gemm += l.stepSeconds;
+    const double wall = l.partner >= 0 ? l.stepSeconds : l.seconds;
+    total += wall;
+    if (l.gemm) gemm += wall;
   }
   const int64_t runs = launches.empty() ? 0 : launches.front().runs;
   std::stable_sort(launches.begin(), launches.end(),

@@ -272,6 +272,38 @@ graph @sink {
   EXPECT_TRUE(testing::allClose(exe2->run(in)[0], Interpreter().run(*sunk, in)[0], 1e-4, 1e-4));
 }
 
+// The profile: each half timed on its thread, the pair's wall time on both, partners named.
+TEST(GemmPairsExec, TheProfileTimesEachHalfAndThePair) {
+  auto g = parseGraph(R"(
+graph @profiled {
+  %x = input() : f32[64,64]
+  %w = input() : f32[64,64]
+  %a = matmul(%x, %w) : f32[64,64]
+  %b = matmul(%w, %x) : f32[64,64]
+  %e = exp(%x) : f32[64,64]
+  return %a, %b, %e
+}
+)");
+  auto o = twoThreads(true);
+  o.profile = true;
+  auto exe = runtime::Executable::compile(*g, o);
+  auto in = testing::randomInputs(*g, 4);
+  for (int r = 0; r < 3; ++r) exe->run(in);
+  const auto prof = exe->profile();
+  ASSERT_EQ(prof.size(), 3u);
+  EXPECT_EQ(prof[0].partner, 1);
+  EXPECT_EQ(prof[1].partner, 0);
+  EXPECT_EQ(prof[2].partner, -1);
+  for (int i : {0, 1}) {
+    EXPECT_TRUE(prof[static_cast<size_t>(i)].gemm);
+    EXPECT_EQ(prof[static_cast<size_t>(i)].runs, 3);
+    EXPECT_GT(prof[static_cast<size_t>(i)].seconds, 0);
+    EXPECT_GE(prof[static_cast<size_t>(i)].stepSeconds, prof[static_cast<size_t>(i)].seconds);
+  }
+  EXPECT_EQ(prof[0].stepSeconds, prof[1].stepSeconds);
+  EXPECT_EQ(prof[2].runs, 3);
+}
+
 // Buffers live in either launch of a pair are live at the same time: their bytes are apart.
 // %e dies in %p's GEMM and %q's result is born in its partner: launch by launch they never
 // meet, so a plan by launches would put %q on %e's bytes while %p still reads them.
