@@ -2,11 +2,15 @@
 // the single-thread path: what the executable does for GEMM pairs, runtime/launch_schedule.h)
 // against one after the other, each split over both threads (what it does without). Not a
 // test:
-//   build/tests/runtime/gemm_pairs_bench [--runs 30]
+//   build/tests/runtime/gemm_pairs_bench [--runs 30] [--clock wall|cpu]
 // The two ways alternate, run by run, on the same buffers; the figures are the minimum and
-// the median wall time per pair of products over the runs, and GFLOP/s from the minimum.
-// On a loaded host the minimum (the runs in which both threads kept a core) is the steadier
-// figure; the median shows how much a pair loses when the host takes one of its threads.
+// the median time per pair of products over the runs, and GFLOP/s from the minimum. On a
+// loaded host the minimum wall time (the runs in which both threads kept a core) is the
+// steadier figure; the median shows how much a pair loses when the host takes one of its
+// threads. --clock cpu takes the process's CPU time (both threads, spinning included)
+// divided by 2: what each way costs in cores, whatever the host does in between. The last
+// column is both products on one thread, the other idle (GFLOP/s at the minimum over a
+// third of the runs): a pair cannot beat twice that.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <ctime>
 #include <vector>
 
 #include "codegen/gemm.h"
@@ -45,19 +50,27 @@ struct Case {
   GemmDesc x, y;
 };
 
-double seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+double now(bool cpu) {
+  if (!cpu)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9) / 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int runs = 30;
+  bool cpu = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--clock") == 0 && i + 1 < argc) {
+      cpu = std::strcmp(argv[++i], "cpu") == 0;
     } else {
-      std::fprintf(stderr, "usage: %s [--runs N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--runs N] [--clock wall|cpu]\n", argv[0]);
       return 2;
     }
   }
@@ -74,31 +87,39 @@ int main(int argc, char** argv) {
       {"attn Q | K", mm(1024, 256, 256, false, false), mm(1024, 256, 256, false, false)},
   };
   ThreadPool pool(2), serial(1);
-  std::printf("%-20s %22s %22s %8s\n", "pair", "split min/median ms", "paired min/median ms",
-              "gain");
+  std::printf("%s clock\n%-20s %22s %22s %8s\n", cpu ? "CPU (per thread)" : "wall", "pair",
+              "split min/median ms", "paired min/median ms", "gain");
   for (const Case& cs : cases) {
     Product x(cs.x), y(cs.y);
     std::vector<double> split, paired;
     for (int r = 0; r < runs + 2; ++r) {  // two warm-up runs each
-      auto t0 = std::chrono::steady_clock::now();
+      double t0 = now(cpu);
       x.run(pool);
       y.run(pool);
-      const double s = seconds(t0);
-      t0 = std::chrono::steady_clock::now();
+      const double s = now(cpu) - t0;
+      t0 = now(cpu);
       pool.runOnThreads(2, [&](int t) { (t == 0 ? x : y).run(serial); });
-      const double p = seconds(t0);
+      const double p = now(cpu) - t0;
       if (r >= 2) {
         split.push_back(s);
         paired.push_back(p);
       }
     }
+    double alone = 1e30;
+    for (int r = 0; r < std::max(1, runs / 3); ++r) {
+      const double t0 = now(cpu);
+      x.run(serial);
+      y.run(serial);
+      alone = std::min(alone, now(cpu) - t0);
+    }
+    if (cpu) alone *= 2;  // one thread's CPU time, not halved
     std::sort(split.begin(), split.end());
     std::sort(paired.begin(), paired.end());
     const double gflop = (x.flops() + y.flops()) * 1e-9;
-    std::printf("%-20s %8.2f / %8.2f ms %8.2f / %8.2f ms %7.1f%%   (%.0f / %.0f GFLOP/s at the min)\n",
+    std::printf("%-20s %8.2f / %8.2f ms %8.2f / %8.2f ms %7.1f%%   (%.0f / %.0f GFLOP/s at the min; one thread %.0f)\n",
                 cs.name, split.front() * 1e3, split[split.size() / 2] * 1e3, paired.front() * 1e3,
                 paired[paired.size() / 2] * 1e3, 100 * (split.front() / paired.front() - 1),
-                gflop / split.front(), gflop / paired.front());
+                gflop / split.front(), gflop / paired.front(), gflop / alone);
   }
   return 0;
 }
