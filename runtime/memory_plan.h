@@ -6,6 +6,8 @@
 // bytes. The planner places the largest buffers first, each at the lowest 64-byte aligned
 // offset that fits between the buffers already placed that are live at the same time
 // ("greedy by size", which packs Transformer graphs close to their peak live size).
+// The executable numbers steps, not launches: the two launches of a GEMM pair run at the
+// same time and share one step (runtime/launch_schedule.h), so their buffers never meet.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,8 @@ inline constexpr int64_t kArenaAlignment = 64;
 
 struct BufferLifetime {
   int64_t bytes = 0;
-  int first = 0;  // launch index that writes it
-  int last = 0;   // last launch index that reads it (>= first)
+  int first = 0;  // the step (launch index) that writes it
+  int last = 0;   // the last step that reads it (>= first)
 };
 
 struct MemoryPlan {
