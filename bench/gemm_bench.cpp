@@ -2,7 +2,7 @@
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step]
-//              [--shape MxNxK[:flags]] [--no-blas] [--alt kc=K,mc=M,nc=N]
+//              [--shape MxNxK[:flags]] [--no-blas] [--alt kc=K,mc=M,nc=N] [--huge-operands]
 //              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
@@ -22,6 +22,8 @@
 // of the blocking in one process.
 // --no-blas times tgc alone (no OpenBLAS runs, no settle pauses): for perf record and for
 // several copies of the bench at once.
+// --huge-operands puts A, B and C on 2 MiB pages (madvise(MADV_HUGEPAGE)), as a runtime
+// arena that asked for them would.
 // --epilogue times tgc alone at the same shapes with a bias + ReLU epilogue
 // (codegen/gemm_epilogue.h) against the plain product, and against the plain product
 // followed by a separate bias + ReLU pass over C (what an unfused graph runs).
@@ -31,6 +33,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -289,8 +292,42 @@ void blasGemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, c
               b, ldb, 0.0, c, ldc);
 }
 
+// --huge-operands: A, B and C on 2 MiB pages (transparent huge pages asked for with
+// madvise), as a runtime arena that asked for them would give; else the allocator's pages.
+// --skew-operands: the same placement on 4 KiB pages (what is left is the skew below).
+bool gHugeOperands = false, gSkewOperands = false;
 template <class T>
-void fill(std::vector<T>& v, uint32_t seed) {
+struct OperandAllocator {
+  using value_type = T;
+  OperandAllocator() = default;
+  template <class U>
+  OperandAllocator(const OperandAllocator<U>&) {}
+  // Each operand starts a different number of cache lines into its first page (an arena's
+  // operands sit at arbitrary 64-byte offsets; all at 2 MiB boundaries, A, B and C would
+  // start in the same cache sets). The block's start is kept just before the operand.
+  T* allocate(size_t n) {
+    if (!gHugeOperands && !gSkewOperands) return std::allocator<T>().allocate(n);
+    const size_t kPage = gHugeOperands ? size_t{2} << 20 : 4096;
+    static int serial = 0;
+    const size_t offset = 64 * (1 + (17 * serial++) % 61);
+    const size_t bytes = (offset + n * sizeof(T) + kPage - 1) / kPage * kPage;
+    char* p = static_cast<char*>(std::aligned_alloc(kPage, bytes));
+    if (!p) throw std::bad_alloc();
+    if (gHugeOperands) madvise(p, bytes, MADV_HUGEPAGE);
+    reinterpret_cast<char**>(p + offset)[-1] = p;
+    return reinterpret_cast<T*>(p + offset);
+  }
+  void deallocate(T* p, size_t n) {
+    if (gHugeOperands || gSkewOperands) std::free(reinterpret_cast<char**>(p)[-1]);
+    else std::allocator<T>().deallocate(p, n);
+  }
+  bool operator==(const OperandAllocator&) const { return true; }
+};
+template <class T>
+using Operand = std::vector<T, OperandAllocator<T>>;
+
+template <class T, class A>
+void fill(std::vector<T, A>& v, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> d(-1, 1);
   for (auto& x : v) x = static_cast<T>(d(rng));
@@ -323,7 +360,7 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
     GemmDesc d = GemmDesc::contiguous(dtype, c.m, c.n, c.k, c.transA, c.transB);
     if (c.batch > 1) d.addBatch(c.batch);
     d.sumB = c.sumB;
-    std::vector<T> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n), co(c.batch * c.m * c.n);
+    Operand<T> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), ct(c.batch * c.m * c.n), co(c.batch * c.m * c.n);
     std::vector<T> sums(c.n);
     GemmEpilogueOperands sumOut;
     sumOut.sumB = sums.data();
@@ -502,6 +539,10 @@ int main(int argc, char** argv) {
       parseShape(opts.shape);  // exits when malformed
     } else if (arg == "--alt") {
       opts.alt = value();
+    } else if (arg == "--huge-operands") {
+      gHugeOperands = true;
+    } else if (arg == "--skew-operands") {
+      gSkewOperands = true;
     } else if (arg == "--no-blas") {
       opts.noBlas = true;
     } else if (arg == "--epilogue") {
@@ -525,7 +566,7 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step] "
-                 "[--shape MxNxK[:abs]] [--no-blas] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] "
+                 "[--shape MxNxK[:abs]] [--no-blas] [--huge-operands] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] "
                  "[--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
