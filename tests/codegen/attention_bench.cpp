@@ -10,18 +10,17 @@
 // forward, 10 L^2 D backward), also under causal. The checksum of the results lets two
 // builds be checked for the same output.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "codegen/attention_cpu.h"
 #include "runtime/thread_pool.h"
+#include "tests/bench_clock.h"
 
 namespace {
 
@@ -32,14 +31,7 @@ struct Options {
   int threads = 1, runs = 300;
 };
 
-double now(bool cpu) {
-  if (!cpu)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
+double now(bool cpu) { return tgc::bench::seconds(cpu); }
 
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {

@@ -12,17 +12,16 @@
 // column is both products on one thread, the other idle (GFLOP/s at the minimum over a
 // third of the runs): a pair cannot beat twice that.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <ctime>
 #include <vector>
 
 #include "codegen/gemm.h"
 #include "runtime/thread_pool.h"
+#include "tests/bench_clock.h"
 
 namespace {
 
@@ -50,14 +49,8 @@ struct Case {
   GemmDesc x, y;
 };
 
-double now(bool cpu) {
-  if (!cpu)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return (static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9) / 2;
-}
+// The CPU clock counts both threads: half of it is the time per thread.
+double now(bool cpu) { return cpu ? tgc::bench::seconds(true) / 2 : tgc::bench::seconds(false); }
 
 }  // namespace
 
