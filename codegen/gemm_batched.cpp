@@ -1,7 +1,6 @@
 #include "codegen/gemm_batched.h"
 
-#include <cstdlib>
-#include <new>
+#include "codegen/gemm_scratch.h"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -19,29 +18,11 @@ bool smallItems(const GemmKernelConfig& cfg, const GemmDesc& d) {
 
 namespace {
 
-// A 64-byte aligned buffer that grows on demand and is kept for the thread's life.
-struct Buffer {
-  void* p = nullptr;
-  int64_t size = 0;
-  ~Buffer() { std::free(p); }
-};
-
-thread_local Buffer tBuffers[2];
+thread_local Scratch tBuffers[2];  // codegen/gemm_scratch.h
 
 }  // namespace
 
-void* scratch(int slot, int64_t bytes) {
-  Buffer& buf = tBuffers[slot];
-  if (bytes > buf.size) {
-    std::free(buf.p);
-    buf.size = 0;
-    const int64_t rounded = (bytes + 4095) / 4096 * 4096;
-    buf.p = std::aligned_alloc(64, static_cast<size_t>(rounded));
-    if (!buf.p) throw std::bad_alloc();
-    buf.size = rounded;
-  }
-  return buf.p;
-}
+void* scratch(int slot, int64_t bytes) { return tBuffers[slot].get<unsigned char>(bytes); }
 
 void packBTransposedF32(const float* b, int64_t ldb, int64_t n, int64_t kc, float* dst) {
   constexpr int64_t W = 16;

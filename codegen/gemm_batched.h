@@ -59,8 +59,8 @@ struct PrefetchPlan {
 // Whether the items of `d` take the small-item path with kernel configuration `cfg`.
 bool smallItems(const GemmKernelConfig& cfg, const GemmDesc& d);
 
-// A thread-local 64-byte aligned buffer of at least `bytes` bytes, kept between calls;
-// slot 0 holds packed B, slot 1 packed A.
+// A thread-local 64-byte aligned buffer of at least `bytes` bytes, kept between calls
+// (codegen/gemm_scratch.h); slot 0 holds packed B, slot 1 packed A.
 void* scratch(int slot, int64_t bytes);
 
 // The slivers of NR = 16 columns of op(B) = B^T for a float B stored n x k (ldb apart):
