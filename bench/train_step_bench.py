@@ -6,6 +6,8 @@ threads.
   python3 bench/train_step_bench.py --tgc build/tools/tgc
   python3 bench/train_step_bench.py --tgc build/tools/tgc --presets tiny --shapes 32x16 --steps 5
   python3 bench/train_step_bench.py --tgc build/tools/tgc --no-compile --peak 220
+  python3 bench/train_step_bench.py --tgc build/tools/tgc --presets small --shapes 32x32 \
+      --rounds 5 --no-compile     # tgc and eager alternating, 5 times: the noisy host's way
 
 For each preset (tiny, small, base) and shape BxL (batch B, source and target length L):
   tgc      `tgc compile --train` (the paper's dropout 0.1, AdamW, noam schedule, clipping at
@@ -119,38 +121,47 @@ def tgc_base_rss(tgc, work):
     return maxrss
 
 
+def tgc_run(tgc, tir, env, work, phase, repeat):
+    """One `tgc run` of the step, repeated; returns its timing JSON, max RSS and CPU seconds."""
+    timing = os.path.join(work, f"timing_{phase}.json")
+    cmd = [tgc, "run", tir, "--backend", "cpu", "--random-inputs", "1", "--int-range",
+           f"1,{COMMON['tgt_vocab']}", "--repeat", str(repeat), "--timing-json", timing]
+    code, err, maxrss, cpu = run_measured(cmd, env)
+    if code != 0:
+        sys.exit(f"tgc run failed ({' '.join(cmd)}):\n{err}")
+    with open(timing) as f:
+        return json.load(f), maxrss, cpu
+
+
+def tgc_step_time(tgc, tir, env, work, steps, clock):
+    """The step's time from the kernel cache: the median wall time of `steps` steps, or with
+    --clock cpu the CPU time of steps - 1 of them (a one-step run's CPU time subtracted)."""
+    t, maxrss, cpu = tgc_run(tgc, tir, env, work, "cached", steps)
+    figures = dict(cached_compile_s=t["compile_s"], median_s=t["median_s"],
+                   arena_bytes=t["arena_bytes"], maxrss=maxrss, runs=t["run_s"],
+                   threads=t["threads"])
+    if clock == "cpu":
+        _, _, once = tgc_run(tgc, tir, env, work, "once", 1)
+        figures["median_s"] = (cpu - once) / (steps - 1) / t["threads"]
+    return figures
+
+
 def bench_tgc(tgc, preset, B, L, steps, work, clock):
+    """Compiles the step, runs it once with an empty kernel cache (cold compile), then times
+    it from the cache. Returns the figures, the step's .tir and the environment whose cache
+    later rounds reuse (the caller removes TGC_CACHE_DIR)."""
     tir = os.path.join(work, f"{preset}_{B}x{L}.tir")
     graph_s = compile_step(tgc, tir, preset, B, L)
     cache = os.path.join(work, f"cache_{preset}_{B}x{L}")
     os.makedirs(cache)
     env = dict(os.environ, TGC_CACHE_DIR=cache, TGC_NUM_THREADS=str(threads()))
-    figures = {"graph_s": graph_s}
-    # cold: an empty kernel cache; cached: the step times; once: one step, whose CPU time is
-    # subtracted from the cached run's to give the CPU time of steps - 1 steps.
-    phases = (("cold", 1), ("cached", steps)) + ((("once", 1),) if clock == "cpu" else ())
-    for phase, repeat in phases:
-        timing = os.path.join(work, f"timing_{phase}.json")
-        cmd = [tgc, "run", tir, "--backend", "cpu", "--random-inputs", "1", "--int-range",
-               f"1,{COMMON['tgt_vocab']}", "--repeat", str(repeat), "--timing-json", timing]
-        code, err, maxrss, cpu = run_measured(cmd, env)
-        if code != 0:
-            sys.exit(f"tgc run failed ({' '.join(cmd)}):\n{err}")
-        with open(timing) as f:
-            t = json.load(f)
-        figures[phase + "_compile_s"] = t["compile_s"]
-        figures[phase + "_cpu_s"] = cpu
-        if phase == "cached":
-            figures.update(median_s=t["median_s"], arena_bytes=t["arena_bytes"], maxrss=maxrss,
-                           runs=t["run_s"], threads=t["threads"])
-    if clock == "cpu":
-        figures["median_s"] = ((figures["cached_cpu_s"] - figures["once_cpu_s"]) /
-                               (steps - 1) / figures["threads"])
+    cold, _, _ = tgc_run(tgc, tir, env, work, "cold", 1)
+    figures = {"graph_s": graph_s, "cold_compile_s": cold["compile_s"]}
+    figures.update(tgc_step_time(tgc, tir, env, work, steps, clock))
     figures.update(tgc_stats(tgc, preset, B, L, env))  # reads the kernels from the cache
-    shutil.rmtree(cache, ignore_errors=True)
     figures["state_bytes"] = 3 * 4 * sum(math.prod(shape) for _, shape in pc.param_specs(tir))
     figures["flops"] = figures["matmul_flops"] + attention_flops(tir)
-    return figures, tir
+    return figures, tir, env
 
 
 UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -410,6 +421,9 @@ def main():
     ap.add_argument("--presets", default="tiny,small,base")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="BxL list (batch x length)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per configuration")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="timed rounds per configuration, tgc and PyTorch eager alternating; "
+                    "the tables give the medians (the ratio: of the rounds' ratios)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall: median wall time per step; cpu: process CPU time per step "
                     "divided by the thread count (for a machine other jobs are using)")
@@ -433,11 +447,13 @@ def main():
         return torch_worker(args)
 
     torch_ok, why = have_torch()
+    if args.rounds < 1:
+        sys.exit("--rounds must be 1 or more")
     if args.clock == "cpu" and args.steps < 2:
         sys.exit("--clock cpu needs --steps 2 or more")
     compiled = torch_ok and not args.no_compile
     print(f"train-step benchmark: {threads()} threads, {args.steps} timed steps per "
-          f"configuration, {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
+          f"configuration and round, {args.rounds} round(s), {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
     if not torch_ok:
         print(f"PyTorch is not installed ({why}): tgc's figures only "
               "(pip install torch to compare)")
@@ -472,16 +488,31 @@ def main():
         for preset in args.presets.split(","):
             for shape in args.shapes.split(","):
                 B, L = (int(x) for x in shape.split("x"))
-                t, tir = bench_tgc(args.tgc, preset, B, L, args.steps, work, args.clock)
+                t, tir, env = bench_tgc(args.tgc, preset, B, L, args.steps, work, args.clock)
                 p = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock) \
                     if torch_ok else None
+                # Further rounds alternate tgc and eager, so that both see the host's slow
+                # and fast minutes alike; the ratio is the median of the rounds' ratios.
+                rounds = [(t["median_s"], p["median_s"] if p else None)]
+                for _ in range(1, args.rounds):
+                    tr = tgc_step_time(args.tgc, tir, env, work, args.steps, args.clock)
+                    pr = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock) \
+                        if torch_ok else None
+                    rounds.append((tr["median_s"], pr["median_s"] if pr else None))
+                shutil.rmtree(env["TGC_CACHE_DIR"], ignore_errors=True)
+                t["round_s"] = [a for a, _ in rounds]
+                t["median_s"] = statistics.median(t["round_s"])
+                if p:
+                    p["round_s"] = [b for _, b in rounds]
+                    p["median_s"] = statistics.median(p["round_s"])
+                    ratio = statistics.median(a / b for a, b in rounds)
                 c = bench_torch(preset, B, L, args.steps, tir, toy_tir, args.clock, tc,
                                 args.compile_warmup, args.compile_timeout) if compiled else None
                 if c and "error" in c:
                     print(f"torch.compile FAILED for {preset} {shape}: {c['error']}", flush=True)
                 c_ok = c and "error" not in c
                 row = f"{preset:6} {shape:6} | {t['median_s'] * 1e3:8.1f} "
-                row += (f"{p['median_s'] * 1e3:9.1f} {t['median_s'] / p['median_s']:9.2f} "
+                row += (f"{p['median_s'] * 1e3:9.1f} {ratio:9.2f} "
                         if p else f"{'-':>9} {'-':>9} ")
                 row += (f"{c['median_s'] * 1e3:10.1f} {t['median_s'] / c['median_s']:11.2f} | "
                         if c_ok else f"{'FAIL' if c else '-':>10} {'-':>11} | ")
@@ -493,16 +524,23 @@ def main():
                 row += f"{mib(p['rss_growth']):10.0f} " if p else f"{'-':>10} "
                 row += f"{mib(c['rss_growth']):7.0f}" if c_ok else f"{'-':>7}"
                 print(row, flush=True)
+                if args.rounds > 1:
+                    ms = lambda xs: "/".join(f"{x * 1e3:.0f}" for x in xs)  # noqa: E731
+                    print(f"  rounds: tgc ms {ms(t['round_s'])}" + (
+                        f", torch ms {ms(p['round_s'])}, tgc/torch "
+                        + "/".join(f"{a / b:.2f}" for a, b in rounds) if p else ""))
                 if c_ok and c.get("recompiled"):
                     print(f"  note: torch.compile compiled again during the timed steps of "
                           f"{preset} {shape} (raise --compile-warmup)")
                 results.append(dict(preset=preset, shape=shape, tgc=t, eager=p,
+                                    ratio=ratio if p else None,
                                     compile=c if c_ok else None,
                                     compile_error=c["error"] if c and not c_ok else None))
     print_work(results, peak)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": threads(), "clock": args.clock, "steps": args.steps,
+                       "rounds": args.rounds,
                        "peak_gflops": peak, "configurations": results}, f, indent=1)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
