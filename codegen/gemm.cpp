@@ -186,12 +186,49 @@ bool noAPrefetch() {
   return off;
 }
 
+// TGC_NO_GEMM_K_SPLIT=1 turns off K super-blocks (for A/B runs): B over all of K in
+// narrower column blocks instead.
+bool noKSplit() {
+  static const bool off = envFlag("TGC_NO_GEMM_K_SPLIT");
+  return off;
+}
+
+}  // namespace
+
+// All of B in one panel when it fits kOneBlockBBytes. Else panels of kPackedBBytes, shaped
+// by the lesser of two extra costs, in elements moved: each further column block packs all
+// of A again (m x k, from memory), each further K super-block brings C back from the last
+// level cache to read and write it (2 x m x n; the micro-kernel reads and writes C once per
+// kc block anyway, but within a super-block that C block is still in L2).
+// The generator's dA (1024 x 512, K = 8000, B^T 16 MB) had 128-column panels over all of
+// K and transposed its 32 MB A four times; super-blocks of 2048 k by all 512 columns pack
+// it once.
+GemmBBlocking gemmBBlocking(const GemmKernelConfig& cfg, const GemmDesc& d) {
+  const int64_t elemBytes = cfg.elementBytes();
+  const int64_t nPadded = ceilDiv(d.n, cfg.nr) * cfg.nr;
+  if (d.k * nPadded * elemBytes <= kOneBlockBBytes) return {nPadded, d.k};
+  auto columnsFor = [&](int64_t ks) {
+    return std::min(nPadded, std::clamp<int64_t>(kPackedBBytes / elemBytes / ks / cfg.nr * cfg.nr, cfg.nr, cfg.nc));
+  };
+  auto cost = [&](const GemmBBlocking& b) {
+    return (ceilDiv(d.n, b.nc) - 1) * d.m * d.k + (ceilDiv(d.k, b.ks) - 1) * 2 * d.m * d.n;
+  };
+  GemmBBlocking best{columnsFor(d.k), d.k};
+  if (noKSplit()) return best;
+  for (int64_t ks = cfg.kc; ks < d.k; ks += cfg.kc)
+    if (const GemmBBlocking b{columnsFor(ks), ks}; cost(b) < cost(best)) best = b;
+  return best;
+}
+
+namespace {
+
 // One product C = alpha * op(A) op(B) + beta * C, split over `pool` when it is given.
 //
-// For each block of nc columns, B is packed for all of K at once (by all threads), then
-// blocks of rows (or, for few rows, of B slivers) are handed out dynamically; each walks
-// all of K, packing its A rows kc columns at a time. So there is one barrier per column
-// block, not two per kc step, and a block of C is finished while it is still in cache.
+// For each block of nc columns (and K super-block, when B over all of K is too large:
+// gemmBBlocking), B is packed at once (by all threads), then blocks of rows (or, for few
+// rows, of B slivers) are handed out dynamically; each walks the super-block's K, packing
+// its A rows kc columns at a time. So there is one barrier per packed panel, not two per
+// kc step, and a block of C is finished while it is still in cache.
 template <class T>
 void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, const T* a,
              const T* b, T* c, const Epilogue<T>& epi, ThreadPool* pool, const PrefetchPlan& next = {}) {
@@ -208,107 +245,111 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
   const int64_t kBlocks = ceilDiv(d.k, cfg.kc);
   // Few columns: each A sliver would serve too few tiles to repay packing it.
   const bool directA = !d.transA && d.n <= cfg.directAMaxN;
-  const int64_t elemBytes = static_cast<int64_t>(sizeof(T));
-  const int64_t nc = d.k * ceilDiv(d.n, NR) * NR * elemBytes <= kOneBlockBBytes
-                         ? ceilDiv(d.n, NR) * NR
-                         : std::clamp<int64_t>(kPackedBBytes / elemBytes / d.k / NR * NR, NR, cfg.nc);
+  const GemmBBlocking blocking = gemmBBlocking(cfg, d);
+  const int64_t nc = blocking.nc, ks = blocking.ks;
 
   for (int64_t jc = 0; jc < d.n; jc += nc) {
     const int64_t ncur = std::min(nc, d.n - jc);
     const int64_t nSlivers = ceilDiv(ncur, NR);
-    // The kc x (nSlivers * NR) panel of k block pc starts at bp + pc * panelRow.
+    // The kc x (nSlivers * NR) panel of k block pc starts at bp + (pc - k0) * panelRow.
     const int64_t panelRow = nSlivers * NR;
-    T* bp = tPackB.get<T>(d.k * panelRow);
-
-    // Column sums (sumB): one row of panelRow partial sums per k block.
+    T* bp = tPackB.get<T>(std::min(ks, d.k) * panelRow);
+    // Column sums (sumB): one row of panelRow partial sums per k block of all of K.
     T* sums = epi.sumB ? tSumB.get<T>(kBlocks * panelRow) : nullptr;
-    // Packing work: (k block, sliver) units; a range of them packs sliver runs per block.
-    auto packUnits = [&](int64_t u0, int64_t u1) {
-      for (int64_t kb = u0 / nSlivers; kb * nSlivers < u1; ++kb) {
-        const int64_t s0 = std::max(u0, kb * nSlivers) - kb * nSlivers;
-        const int64_t s1 = std::min(u1, (kb + 1) * nSlivers) - kb * nSlivers;
-        const int64_t pc = kb * cfg.kc;
-        const int64_t kcur = std::min(cfg.kc, d.k - pc);
-        pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, bp + pc * panelRow);
-        if (sums)
-          for (int64_t s = s0; s < s1; ++s)
-            pack::sumColumns(bp + pc * panelRow + s * kcur * NR, kcur, cfg.nr, sums + kb * panelRow + s * NR);
-      }
-    };
-    const int64_t units = kBlocks * nSlivers;
-    if (threads > 1 && d.k * panelRow >= 32768)
-      pool->parallelForDynamic(units, ceilDiv(units, 4 * threads), packUnits);
-    else
-      packUnits(0, units);
-    if (sums)  // k blocks in order: the same sums whichever thread packed which block
-      for (int64_t j = 0; j < ncur; ++j) {
-        T total = 0;
-        for (int64_t kb = 0; kb < kBlocks; ++kb) total += sums[kb * panelRow + j];
-        epi.sumB[jc + j] = total;
-      }
 
-    // Rows [i0, i0 + rows) times B slivers [js0, js1), over all of K: per kc step, pack
-    // A (unless read directly), then walk the tiles with the B sliver (L1) outer and the
-    // A slivers (L2) inner.
-    auto work = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
-      // Kernel calls of this piece of work, over which `next` is spread.
-      const int64_t calls = ceilDiv(rows, cfg.mc) * kBlocks * (js1 - js0);
-      int64_t call = 0;
-      for (int64_t ic = i0; ic < i0 + rows; ic += cfg.mc) {
-        const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
-        const int64_t aSlivers = ceilDiv(mcur, MR);
-        for (int64_t pc = 0; pc < d.k; pc += cfg.kc) {
-          const int64_t kcur = std::min(cfg.kc, d.k - pc);
-          const T betaNow = pc == 0 ? beta : T(1);  // later k blocks accumulate
-          T* ap = nullptr;
-          if (!directA) {
-            ap = tPackA.get<T>(aSlivers * MR * kcur);
-            pack::packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
-          }
-          // The part of A that the next block packs, fetched into L2 over this block's
-          // calls (not for batch items, whose calls prefetch the next item instead).
-          pack::SourceLines nextA;
-          if (!directA && next.empty() && !noAPrefetch()) {
-            const int64_t npc = pc + cfg.kc < d.k ? pc + cfg.kc : 0;
-            const int64_t nic = npc ? ic : ic + cfg.mc;
-            if (nic < i0 + rows)
-              nextA = pack::SourceLines(a, d.lda, d.transA, nic, std::min(cfg.mc, i0 + rows - nic), npc,
-                                        std::min(cfg.kc, d.k - npc));
-          }
-          const T* panel = bp + pc * panelRow;
-          for (int64_t js = js0; js < js1; ++js) {
-            nextA.prefetch(js - js0, js1 - js0);
-            const int64_t nr = std::min(NR, ncur - js * NR);
-            const T* bs = panel + js * kcur * NR;
-            T* ct = c + ic * d.ldc + jc + js * NR;
-            if (directA)
-              kern.direct(kcur, a + ic * d.lda + pc, d.lda, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
-            else
-              kern.packed(kcur, ap, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
-            // The last K block: these tiles are final and still in L1.
-            if (epi.fn && pc + kcur == d.k) epi.apply(c, d.ldc, ic, jc + js * NR, mcur, nr);
-            if (!next.empty()) next.issue(call++, calls);
+    for (int64_t k0 = 0; k0 < d.k; k0 += ks) {
+      const int64_t k1 = std::min(d.k, k0 + ks);
+      const int64_t kb0 = k0 / cfg.kc, kbCount = ceilDiv(k1 - k0, cfg.kc);
+      // Packing work: (k block, sliver) units; a range of them packs sliver runs per block.
+      auto packUnits = [&](int64_t u0, int64_t u1) {
+        for (int64_t kb = u0 / nSlivers; kb * nSlivers < u1; ++kb) {
+          const int64_t s0 = std::max(u0, kb * nSlivers) - kb * nSlivers;
+          const int64_t s1 = std::min(u1, (kb + 1) * nSlivers) - kb * nSlivers;
+          const int64_t pc = k0 + kb * cfg.kc;
+          const int64_t kcur = std::min(cfg.kc, k1 - pc);
+          T* panel = bp + (pc - k0) * panelRow;
+          pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, panel);
+          if (sums)
+            for (int64_t s = s0; s < s1; ++s)
+              pack::sumColumns(panel + s * kcur * NR, kcur, cfg.nr, sums + (kb0 + kb) * panelRow + s * NR);
+        }
+      };
+      const int64_t units = kbCount * nSlivers;
+      if (threads > 1 && (k1 - k0) * panelRow >= 32768)
+        pool->parallelForDynamic(units, ceilDiv(units, 4 * threads), packUnits);
+      else
+        packUnits(0, units);
+      if (sums && k1 == d.k)  // k blocks in order: the same sums whichever thread packed which block
+        for (int64_t j = 0; j < ncur; ++j) {
+          T total = 0;
+          for (int64_t kb = 0; kb < kBlocks; ++kb) total += sums[kb * panelRow + j];
+          epi.sumB[jc + j] = total;
+        }
+
+      // Rows [i0, i0 + rows) times B slivers [js0, js1), over k in [k0, k1): per kc step,
+      // pack A (unless read directly), then walk the tiles with the B sliver (L1) outer and
+      // the A slivers (L2) inner.
+      auto work = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
+        // Kernel calls of this piece of work, over which `next` is spread.
+        const int64_t calls = ceilDiv(rows, cfg.mc) * kbCount * (js1 - js0);
+        int64_t call = 0;
+        for (int64_t ic = i0; ic < i0 + rows; ic += cfg.mc) {
+          const int64_t mcur = std::min(cfg.mc, i0 + rows - ic);
+          const int64_t aSlivers = ceilDiv(mcur, MR);
+          for (int64_t pc = k0; pc < k1; pc += cfg.kc) {
+            const int64_t kcur = std::min(cfg.kc, k1 - pc);
+            const T betaNow = pc == 0 ? beta : T(1);  // later k blocks accumulate
+            T* ap = nullptr;
+            if (!directA) {
+              ap = tPackA.get<T>(aSlivers * MR * kcur);
+              pack::packA(a, d.lda, d.transA, ic, mcur, pc, kcur, cfg.mr, ap);
+            }
+            // The part of A that the next block packs, fetched into L2 over this block's
+            // calls (not for batch items, whose calls prefetch the next item instead).
+            pack::SourceLines nextA;
+            if (!directA && next.empty() && !noAPrefetch()) {
+              const bool lastK = pc + cfg.kc >= k1;
+              const int64_t npc = lastK ? k0 : pc + cfg.kc;
+              const int64_t nic = lastK ? ic + cfg.mc : ic;
+              if (nic < i0 + rows)
+                nextA = pack::SourceLines(a, d.lda, d.transA, nic, std::min(cfg.mc, i0 + rows - nic), npc,
+                                          std::min(cfg.kc, k1 - npc));
+            }
+            const T* panel = bp + (pc - k0) * panelRow;
+            for (int64_t js = js0; js < js1; ++js) {
+              nextA.prefetch(js - js0, js1 - js0);
+              const int64_t nr = std::min(NR, ncur - js * NR);
+              const T* bs = panel + js * kcur * NR;
+              T* ct = c + ic * d.ldc + jc + js * NR;
+              if (directA)
+                kern.direct(kcur, a + ic * d.lda + pc, d.lda, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
+              else
+                kern.packed(kcur, ap, bs, ct, d.ldc, mcur, nr, alpha, betaNow);
+              // The last K block: these tiles are final and still in L1.
+              if (epi.fn && pc + kcur == d.k) epi.apply(c, d.ldc, ic, jc + js * NR, mcur, nr);
+              if (!next.empty()) next.issue(call++, calls);
+            }
           }
         }
+      };
+      // The threads take chunks of about half their share from a counter, so that the work
+      // balances itself when a core is slowed by other load (smaller chunks reuse each B
+      // sliver over fewer rows, and measured slower).
+      if (threads == 1) {
+        work(0, d.m, 0, nSlivers);
+      } else if (mSlivers >= 2 * threads || mSlivers >= nSlivers) {
+        // Rows: each chunk packs its own A rows; B is shared. Chunks of at most mc rows,
+        // and of at least 4 slivers, so that B slivers are reused from L1.
+        const int64_t want = std::clamp<int64_t>(ceilDiv(mSlivers, 2 * threads), std::min<int64_t>(4, mSlivers),
+                                                 cfg.mc / MR);
+        balancedChunks(*pool, mSlivers, want, [&](int64_t s0, int64_t s1) {
+          work(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers);
+        });
+      } else {
+        // Few rows, many columns: split the B slivers; each chunk packs all of A (small).
+        balancedChunks(*pool, nSlivers, ceilDiv(nSlivers, 2 * threads),
+                       [&](int64_t s0, int64_t s1) { work(0, d.m, s0, s1); });
       }
-    };
-    // The threads take chunks of about half their share from a counter, so that the work
-    // balances itself when a core is slowed by other load (smaller chunks reuse each B
-    // sliver over fewer rows, and measured slower).
-    if (threads == 1) {
-      work(0, d.m, 0, nSlivers);
-    } else if (mSlivers >= 2 * threads || mSlivers >= nSlivers) {
-      // Rows: each chunk packs its own A rows; B is shared. Chunks of at most mc rows,
-      // and of at least 4 slivers, so that B slivers are reused from L1.
-      const int64_t want = std::clamp<int64_t>(ceilDiv(mSlivers, 2 * threads), std::min<int64_t>(4, mSlivers),
-                                               cfg.mc / MR);
-      balancedChunks(*pool, mSlivers, want, [&](int64_t s0, int64_t s1) {
-        work(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers);
-      });
-    } else {
-      // Few rows, many columns: split the B slivers; each chunk packs all of A (small).
-      balancedChunks(*pool, nSlivers, ceilDiv(nSlivers, 2 * threads),
-                     [&](int64_t s0, int64_t s1) { work(0, d.m, s0, s1); });
     }
   }
 }

@@ -11,7 +11,8 @@
 // Threads: batch items are handed out whole when there are enough of them, in runs of
 // consecutive items, the next item's A and B prefetched into L2 while the current one
 // runs (small items wait on their operands otherwise); else each product packs B for all
-// of K (one barrier per nc columns) and hands out blocks of rows, or of B slivers when
+// of K, or for a K super-block when B is large and K long (one barrier per packed panel,
+// gemmBBlocking), and hands out blocks of rows, or of B slivers when
 // there are few rows, from a shared counter, so the work balances itself across cores
 // that other load slows down unevenly. The chunk count is a multiple of the thread count
 // and chunks differ by at most one sliver, so that idle cores get equal shares.
@@ -110,6 +111,13 @@ class GemmEngine {
   mutable std::mutex epilogueMutex_;  // serializes compiling epilogue kernels
   mutable std::array<std::atomic<void*>, GemmEpilogue::kVariants> epilogues_{};
 };
+
+// How one product of `desc` packs B with `config`: column blocks of nc columns, each in K
+// super-blocks of ks (ks >= k: all of K in one), a packed panel of ks x nc at a time.
+struct GemmBBlocking {
+  int64_t nc = 0, ks = 0;
+};
+GemmBBlocking gemmBBlocking(const GemmKernelConfig& config, const GemmDesc& desc);
 
 // Runs desc with the host engine for its dtype.
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,

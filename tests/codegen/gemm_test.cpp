@@ -161,8 +161,8 @@ TEST(Gemm, LargeF32) {
 }
 
 // A long K with few columns (the generator's dA = dY W^T, K = vocabulary): all of B is
-// packed in one column block when it fits 8 MiB (n = 256), and in 4 MiB panels when a
-// remainder sliver pushes it over (n = 264: 128 + 128 + 8 columns), transposed and not.
+// packed in one column block when it fits 8 MiB (n = 256), and in K super-blocks when a
+// remainder sliver pushes it over (n = 264), transposed and not.
 TEST(Gemm, LongKColumnBlocks) {
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
@@ -170,6 +170,86 @@ TEST(Gemm, LongKColumnBlocks) {
       for (bool transB : {true, false})
         checkGemm<float>(hostEngine(DType::f32), GemmDesc::contiguous(DType::f32, 40, n, 8000, false, transB), pool);
   }
+}
+
+// When B over all of K exceeds 8 MiB, gemmBBlocking picks between narrower column blocks
+// (each packs all of A again) and K super-blocks (each passes over C again). The base
+// generator's dA (K = 8000, B^T) takes super-blocks of whole kc blocks over all columns;
+// its dW (N = 8000) keeps all of K in narrower column blocks.
+TEST(Gemm, KSuperBlocksAreChosenForLongK) {
+  const GemmKernelConfig& cfg = hostEngine(DType::f32).config();
+  const GemmBBlocking dA = gemmBBlocking(cfg, GemmDesc::contiguous(DType::f32, 1024, 512, 8000, false, true));
+  EXPECT_EQ(dA.nc, 512);
+  EXPECT_LT(dA.ks, 8000);
+  EXPECT_EQ(dA.ks % cfg.kc, 0);
+  const GemmBBlocking dW = gemmBBlocking(cfg, GemmDesc::contiguous(DType::f32, 512, 8000, 1024, true, false));
+  EXPECT_EQ(dW.ks, 1024);
+  EXPECT_LT(dW.nc, 8000);
+  const GemmBBlocking small = gemmBBlocking(cfg, GemmDesc::contiguous(DType::f32, 1024, 256, 8000, false, true));
+  EXPECT_EQ(small.ks, 8000) << "B of 8 MB fits one panel";
+  EXPECT_EQ(small.nc, 256);
+}
+
+// K super-blocks against the reference: a last super-block that ends in a partial kc block,
+// remainder columns, alpha/beta and a wider ldc (beta applies in the first super-block
+// only), 1 and 2 threads; column sums over all super-blocks, the same bits on either
+// thread count; an epilogue applied once, after the last super-block (ReLU of the
+// product, bit for bit); and a shape that keeps narrower column blocks.
+TEST(Gemm, KSuperBlocksMatchTheReference) {
+  const GemmEngine& engine = hostEngine(DType::f32);
+  GemmDesc d = GemmDesc::contiguous(DType::f32, 40, 264, 8000, false, true);
+  const GemmBBlocking blocking = gemmBBlocking(engine.config(), d);
+  ASSERT_LT(blocking.ks, d.k);
+  ASSERT_NE(d.k % engine.config().kc, 0);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (bool transB : {true, false})
+      checkGemm<float>(engine, GemmDesc::contiguous(DType::f32, 40, 264, 8000, false, transB), pool);
+    GemmDesc scaled = GemmDesc::contiguous(DType::f32, 45, 270, 7800, true, true);
+    ASSERT_LT(gemmBBlocking(engine.config(), scaled).ks, scaled.k);
+    scaled.alpha = 0.5;
+    scaled.beta = -0.75;
+    scaled.ldc = 300;
+    checkGemm<float>(engine, scaled, pool);
+  }
+
+  const auto a = randomVector<float>(static_cast<size_t>(d.m * d.k), 11);
+  const auto b = randomVector<float>(storedB(d), 12);
+  std::vector<double> want(static_cast<size_t>(d.n), 0.0), absSum(want.size(), 0.0);
+  for (int64_t j = 0; j < d.n; ++j)
+    for (int64_t k = 0; k < d.k; ++k) {
+      want[j] += b[j * d.ldb + k];
+      absSum[j] += std::abs(b[j * d.ldb + k]);
+    }
+  std::vector<float> plain(static_cast<size_t>(d.m * d.n));
+  std::vector<std::vector<float>> sums;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    GemmDesc withSums = d;
+    withSums.sumB = true;
+    std::vector<float> c(plain.size()), s(static_cast<size_t>(d.n));
+    GemmEpilogueOperands ops;
+    ops.sumB = s.data();
+    engine.run(withSums, a.data(), b.data(), c.data(), &pool, ops);
+    for (int64_t j = 0; j < d.n; ++j)
+      ASSERT_NEAR(s[j], want[j], (d.k + 4) * 1.2e-7 * absSum[j]) << "column " << j;
+    sums.push_back(s);
+    engine.run(d, a.data(), b.data(), plain.data(), &pool);
+    EXPECT_EQ(c, plain) << "the column sums changed the product";
+    GemmDesc relu = d;
+    relu.epilogue.activation = GemmActivation::relu;
+    std::vector<float> r(plain.size());
+    engine.run(relu, a.data(), b.data(), r.data(), &pool);
+    for (size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], std::max(plain[i], 0.0f)) << "element " << i;
+  }
+  EXPECT_EQ(sums[0], sums[1]) << "the sums depend on the thread count";
+
+  ThreadPool pool(2);
+  const GemmDesc wide = GemmDesc::contiguous(DType::f32, 13, 8000, 1030, true, false);
+  const GemmBBlocking columns = gemmBBlocking(engine.config(), wide);
+  EXPECT_EQ(columns.ks, wide.k);
+  EXPECT_LT(columns.nc, wide.n);
+  checkGemm<float>(engine, wide, pool);
 }
 
 // A^T is packed eight k at a time across all slivers of a block (pack::copySlivers): K
