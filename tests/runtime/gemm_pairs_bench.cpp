@@ -2,7 +2,7 @@
 // the single-thread path: what the executable does for GEMM pairs, runtime/launch_schedule.h)
 // against one after the other, each split over both threads (what it does without). Not a
 // test:
-//   build/tests/runtime/gemm_pairs_bench [--runs 30] [--clock wall|cpu]
+//   build/tests/runtime/gemm_pairs_bench [--runs 30] [--clock wall|cpu] [--preset small|base] [--only TEXT]
 // The two ways alternate, run by run, on the same buffers; the figures are the minimum and
 // the median time per pair of products over the runs, and GFLOP/s from the minimum. On a
 // loaded host the minimum wall time (the runs in which both threads kept a core) is the
@@ -57,13 +57,19 @@ double now(bool cpu) { return cpu ? tgc::bench::seconds(true) / 2 : tgc::bench::
 int main(int argc, char** argv) {
   int runs = 30;
   bool cpu = false;
+  bool base = false;
+  const char* only = "";  // run only the pairs whose name contains this
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--clock") == 0 && i + 1 < argc) {
       cpu = std::strcmp(argv[++i], "cpu") == 0;
+    } else if (std::strcmp(argv[i], "--preset") == 0 && i + 1 < argc) {
+      base = std::strcmp(argv[++i], "base") == 0;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--runs N] [--clock wall|cpu]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--runs N] [--clock wall|cpu] [--preset small|base] [--only TEXT]\n", argv[0]);
       return 2;
     }
   }
@@ -71,18 +77,28 @@ int main(int argc, char** argv) {
   auto mm = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
     return GemmDesc::contiguous(DType::f32, m, n, k, ta, tb);
   };
-  // The step's pairs (B = 32 x 32 tokens = 1024 rows, d = 256, FFN 1024, vocabulary 8000).
-  const std::vector<Case> cases = {
+  // The small step's pairs (B = 32 x 32 tokens = 1024 rows, d = 256, FFN 1024, vocabulary
+  // 8000), or the base step's (B = 16 x 64 tokens, d = 512, FFN 2048).
+  const std::vector<Case> baseCases = {
+      {"generator dA | dW", mm(1024, 512, 8000, false, true), mm(512, 8000, 1024, true, false)},
+      {"ffn1 dX | dW", mm(1024, 512, 2048, false, true), mm(512, 2048, 1024, true, false)},
+      {"ffn2 dX | dW", mm(1024, 2048, 512, false, true), mm(2048, 512, 1024, true, false)},
+      {"attn proj dX | dW", mm(1024, 512, 512, false, true), mm(512, 512, 1024, true, false)},
+      {"attn Q | K", mm(1024, 512, 512, false, false), mm(1024, 512, 512, false, false)},
+  };
+  const std::vector<Case> smallCases = {
       {"generator dA | dW", mm(1024, 256, 8000, false, true), mm(256, 8000, 1024, true, false)},
       {"ffn1 dX | dW", mm(1024, 256, 1024, false, true), mm(256, 1024, 1024, true, false)},
       {"ffn2 dX | dW", mm(1024, 1024, 256, false, true), mm(1024, 256, 1024, true, false)},
       {"attn proj dX | dW", mm(1024, 256, 256, false, true), mm(256, 256, 1024, true, false)},
       {"attn Q | K", mm(1024, 256, 256, false, false), mm(1024, 256, 256, false, false)},
   };
+  const std::vector<Case>& cases = base ? baseCases : smallCases;
   ThreadPool pool(2), serial(1);
   std::printf("%s clock\n%-20s %22s %22s %8s\n", cpu ? "CPU (per thread)" : "wall", "pair",
               "split min/median ms", "paired min/median ms", "gain");
   for (const Case& cs : cases) {
+    if (!std::strstr(cs.name, only)) continue;
     Product x(cs.x), y(cs.y);
     std::vector<double> split, paired;
     for (int r = 0; r < runs + 2; ++r) {  // two warm-up runs each
