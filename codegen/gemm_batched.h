@@ -10,7 +10,7 @@
 //     small (codegen/gemm_kernel.h), else packed once for the whole item.
 //   - The tiles are walked B sliver by B sliver (the sliver stays in L1), each column of
 //     tiles in calls of kRowsPerCall rows; between calls a slice of the NEXT item's A and
-//     B is prefetched, so that when its turn comes its operands are in cache. Spread over ~40
+//     B is prefetched, so that when its turn comes its operands are in L2. Spread over ~40
 //     calls (21 lines each at 64 x (128x128x64)) this measured faster than over one call
 //     per B sliver (128 lines each), the driver's general path (bench/README, session 5).
 //   - The epilogue runs on each call's tiles right after the micro-kernel, still in L1.
@@ -25,36 +25,21 @@
 #include "codegen/gemm.h"
 #include "codegen/gemm_kernel.h"
 #include "codegen/gemm_pack.h"
-#include "ir/env_flag.h"
 
 namespace tgc::codegen::batched {
 
 // Rows of C per micro-kernel call: 4 slivers of the AVX2 kernel's 6 rows.
 inline constexpr int64_t kRowsPerCall = 24;
-// Items whose A and B together take at most this many bytes are prefetched into cache
-// during the previous item, next to the current item's A, B, packed B and C (512 KiB of L2
-// per core on Zen 3); with K in one block they take this path, else codegen/gemm.cpp's
-// per-item one. (256 KiB, which takes in 16 x (512x512x64) A^T, measured +3.5 points on one
-// thread and -0.5 on two: not kept; bench/README, "Session 7: batched".)
+// Items whose A and B together take at most this many bytes are prefetched into L2 (512
+// KiB per core on Zen 3) during the previous item, next to the current item's A, B, packed
+// B and C; with K in one block they take this path, else codegen/gemm.cpp's per-item one.
 inline constexpr int64_t kItemOperandBytes = 192 << 10;
 
-// TGC_GEMM_BATCHED_L2_PREFETCH=1 brings back session 6's prefetch of the next item with
-// the L2 hint (prefetcht1), for A/B runs.
-inline bool l2Prefetch() {
-  static const bool on = envFlag("TGC_GEMM_BATCHED_L2_PREFETCH");
-  return on;
-}
-
-// Memory regions to pull into cache while a product runs: the operands of the batch item a
+// Memory regions to pull into L2 while a product runs: the operands of the batch item a
 // thread runs next. Small batch items are latency bound on their operands (packing B and
 // reading A in place both wait on L3 or DRAM); fetched during the previous item, they
-// are in cache when their turn comes. Both batched paths use it (this one, and the general
+// are in L2 when their turn comes. Both batched paths use it (this one, and the general
 // per-item products of codegen/gemm.cpp).
-//
-// With the L1 hint (prefetcht0): with prefetcht1 packing the next item's B took as long as
-// with no prefetch at all (3.1-9.2K TSC cycles an item at 64 x (128x128x64) against 2.6-3.7K
-// with prefetcht0, and 2.3-3.1K with the same B for every item, i.e. in cache; bench/README,
-// "Session 7: batched"). Lines that arrive early fall back to L2 as the current item runs.
 struct PrefetchPlan {
   const char* begin[2] = {nullptr, nullptr};
   int64_t bytes[2] = {0, 0};
@@ -62,15 +47,10 @@ struct PrefetchPlan {
   // Issues the prefetches of part `part` of `parts` (every cache line exactly once over
   // the parts 0..parts-1).
   void issue(int64_t part, int64_t parts) const {
-    const bool l2 = l2Prefetch();
     for (int r = 0; r < 2; ++r) {
       const int64_t lines = (bytes[r] + 63) / 64;
-      for (int64_t l = part * lines / parts, end = (part + 1) * lines / parts; l < end; ++l) {
-        if (l2)
-          __builtin_prefetch(begin[r] + l * 64, 0, 2);
-        else
-          __builtin_prefetch(begin[r] + l * 64, 0, 3);
-      }
+      for (int64_t l = part * lines / parts, end = (part + 1) * lines / parts; l < end; ++l)
+        __builtin_prefetch(begin[r] + l * 64, 0, 2);
     }
   }
   bool empty() const { return bytes[0] == 0 && bytes[1] == 0; }
@@ -96,72 +76,62 @@ struct Item {
   Epi epi;
 };
 
-// Runs one item of `d` (an Item) on the calling thread; while it runs, the stored A and B
-// of the item at nextA / nextB (null: none) are prefetched.
-template <class T, class It>
-void runOne(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicroKernelDirectA<T>* direct,
-            const GemmDesc& d, const It& it, const T* nextA, const T* nextB) {
+// Runs items [i0, i1) of `d` on the calling thread; item(i) gives item i's Item.
+template <class T, class ItemFn>
+void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicroKernelDirectA<T>* direct,
+              const GemmDesc& d, int64_t i0, int64_t i1, const ItemFn& item) {
   const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
   const int64_t MR = cfg.mr, NR = cfg.nr;
   const int64_t nSlivers = (d.n + NR - 1) / NR, mSlivers = (d.m + MR - 1) / MR;
   const bool directA = !d.transA && d.n <= cfg.directAMaxN;
   T* bp = static_cast<T*>(scratch(0, nSlivers * NR * d.k * static_cast<int64_t>(sizeof(T))));
   T* ap = directA ? nullptr : static_cast<T*>(scratch(1, mSlivers * MR * d.k * static_cast<int64_t>(sizeof(T))));
+  // Bytes of A and B as stored, from an item's first element (what the next item prefetches).
+  const int64_t bytesA = ((d.transA ? d.k : d.m) - 1) * d.lda * static_cast<int64_t>(sizeof(T)) +
+                         (d.transA ? d.m : d.k) * static_cast<int64_t>(sizeof(T));
+  const int64_t bytesB = ((d.transB ? d.n : d.k) - 1) * d.ldb * static_cast<int64_t>(sizeof(T)) +
+                         (d.transB ? d.k : d.n) * static_cast<int64_t>(sizeof(T));
   // A whole number of slivers per call, so that packed A's slivers start at a call's row.
   const int64_t R = std::max(MR, kRowsPerCall / MR * MR);
   const int64_t calls = nSlivers * ((d.m + R - 1) / R);
 
-  if constexpr (sizeof(T) == 4) {
-    if (d.transB && NR == 16)
-      packBTransposedF32(it.b, d.ldb, d.n, d.k, bp);
-    else
-      pack::packB(it.b, d.ldb, d.transB, 0, d.n, 0, d.k, cfg.nr, 0, nSlivers, bp);
-  } else {
-    pack::packB(it.b, d.ldb, d.transB, 0, d.n, 0, d.k, cfg.nr, 0, nSlivers, bp);
-  }
-  if (!directA) pack::packA(it.a, d.lda, d.transA, 0, d.m, 0, d.k, cfg.mr, ap);
-
-  // The next item's operands, a slice after each kernel call: bytes of A and B as stored,
-  // from the item's first element.
-  PrefetchPlan next;
-  if (nextA) {
-    next.begin[0] = reinterpret_cast<const char*>(nextA);
-    next.bytes[0] = ((d.transA ? d.k : d.m) - 1) * d.lda * static_cast<int64_t>(sizeof(T)) +
-                    (d.transA ? d.m : d.k) * static_cast<int64_t>(sizeof(T));
-    next.begin[1] = reinterpret_cast<const char*>(nextB);
-    next.bytes[1] = ((d.transB ? d.n : d.k) - 1) * d.ldb * static_cast<int64_t>(sizeof(T)) +
-                    (d.transB ? d.k : d.n) * static_cast<int64_t>(sizeof(T));
-  }
-  // Whole columns of tiles when there is nothing to prefetch: fewer calls.
-  const int64_t step = next.empty() ? d.m : R;
-  int64_t call = 0;
-  for (int64_t js = 0; js < nSlivers; ++js) {
-    const int64_t col = js * NR, nr = std::min(NR, d.n - col);
-    const T* bs = bp + js * d.k * NR;
-    for (int64_t row = 0; row < d.m; row += step, ++call) {
-      const int64_t rows = std::min(step, d.m - row);
-      T* ct = it.c + row * d.ldc + col;
-      if (directA)
-        direct(d.k, it.a + row * d.lda, d.lda, bs, ct, d.ldc, rows, nr, alpha, beta);
-      else
-        packed(d.k, ap + row * d.k, bs, ct, d.ldc, rows, nr, alpha, beta);
-      if (it.epi.fn) it.epi.apply(it.c, d.ldc, row, col, rows, nr);
-      if (!next.empty()) next.issue(call, calls);
-    }
-  }
-}
-
-// Runs items [i0, i1) of `d` on the calling thread; item(i) gives item i's Item.
-template <class T, class ItemFn>
-void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicroKernelDirectA<T>* direct,
-              const GemmDesc& d, int64_t i0, int64_t i1, const ItemFn& item) {
   for (int64_t i = i0; i < i1; ++i) {
     const auto it = item(i);
+    if constexpr (sizeof(T) == 4) {
+      if (d.transB && NR == 16)
+        packBTransposedF32(it.b, d.ldb, d.n, d.k, bp);
+      else
+        pack::packB(it.b, d.ldb, d.transB, 0, d.n, 0, d.k, cfg.nr, 0, nSlivers, bp);
+    } else {
+      pack::packB(it.b, d.ldb, d.transB, 0, d.n, 0, d.k, cfg.nr, 0, nSlivers, bp);
+    }
+    if (!directA) pack::packA(it.a, d.lda, d.transA, 0, d.m, 0, d.k, cfg.mr, ap);
+
+    // The next item's operands, a slice after each kernel call (none after the last item).
+    PrefetchPlan next;
     if (i + 1 < i1) {
       const auto n = item(i + 1);
-      runOne<T>(cfg, packed, direct, d, it, n.a, n.b);
-    } else {
-      runOne<T>(cfg, packed, direct, d, it, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr));
+      next.begin[0] = reinterpret_cast<const char*>(n.a);
+      next.bytes[0] = bytesA;
+      next.begin[1] = reinterpret_cast<const char*>(n.b);
+      next.bytes[1] = bytesB;
+    }
+    // Whole columns of tiles when there is nothing to prefetch: fewer calls.
+    const int64_t step = next.empty() ? d.m : R;
+    int64_t call = 0;
+    for (int64_t js = 0; js < nSlivers; ++js) {
+      const int64_t col = js * NR, nr = std::min(NR, d.n - col);
+      const T* bs = bp + js * d.k * NR;
+      for (int64_t row = 0; row < d.m; row += step, ++call) {
+        const int64_t rows = std::min(step, d.m - row);
+        T* ct = it.c + row * d.ldc + col;
+        if (directA)
+          direct(d.k, it.a + row * d.lda, d.lda, bs, ct, d.ldc, rows, nr, alpha, beta);
+        else
+          packed(d.k, ap + row * d.k, bs, ct, d.ldc, rows, nr, alpha, beta);
+        if (it.epi.fn) it.epi.apply(it.c, d.ldc, row, col, rows, nr);
+        if (!next.empty()) next.issue(call, calls);
+      }
     }
   }
 }
