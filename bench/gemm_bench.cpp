@@ -2,7 +2,7 @@
 // the Transformer's shapes, and against the machine's measured FMA peak.
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step]
-//              [--shape MxNxK[:flags]] [--no-blas] [--alt kc=K,mc=M,nc=N] [--huge-operands]
+//              [--shape MxNxK[:flags]] [--no-blas] [--cold] [--alt kc=K,mc=M,nc=N] [--huge-operands]
 //              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
@@ -24,6 +24,8 @@
 // several copies of the bench at once.
 // --huge-operands puts A, B and C on 2 MiB pages (madvise(MADV_HUGEPAGE)), as a runtime
 // arena that asked for them would.
+// --cold writes 64 MiB before every timed call (not timed), so that each call reads its
+// operands from DRAM, as a training step's GEMMs do, instead of from L3.
 // --epilogue times tgc alone at the same shapes with a bias + ReLU epilogue
 // (codegen/gemm_epilogue.h) against the plain product, and against the plain product
 // followed by a separate bias + ReLU pass over C (what an unfused graph runs).
@@ -74,6 +76,7 @@ struct Options {
   std::string shape;     // --shape: one product, "MxNxK[:flags]"
   bool noBlas = false;   // --no-blas
   std::string alt;       // --alt: blocking of a second tgc engine, the peer
+  bool cold = false;     // --cold
 };
 
 // cfg with --alt's "key=value,..." applied (kc, mc, nc); exits on a malformed string.
@@ -204,6 +207,18 @@ void timeIt(const Options& opts, const std::function<void()>& fn, std::vector<do
   fn();  // warm-up: packing buffers, JIT, OpenBLAS threads
   double once = now(opts) - t0;
   int64_t reps = std::max<int64_t>(1, static_cast<int64_t>(opts.minMs / 1e3 / std::max(once, 1e-7)));
+  if (opts.cold) {  // each call timed alone, after the caches were overwritten
+    static std::vector<char> evict(size_t{64} << 20);
+    double total = 0;
+    for (int64_t r = 0; r < reps; ++r) {
+      for (size_t i = 0; i < evict.size(); i += 64) evict[i] = static_cast<char>(evict[i] + 1);
+      const double t = now(opts);
+      fn();
+      total += now(opts) - t;
+    }
+    samples.push_back(total / reps);
+    return;
+  }
   double start = now(opts);
   for (int64_t r = 0; r < reps; ++r) fn();
   samples.push_back((now(opts) - start) / reps);
@@ -545,6 +560,8 @@ int main(int argc, char** argv) {
       gSkewOperands = true;
     } else if (arg == "--no-blas") {
       opts.noBlas = true;
+    } else if (arg == "--cold") {
+      opts.cold = true;
     } else if (arg == "--epilogue") {
       opts.epilogue = true;
     } else if (arg == "--settle-ms") {
@@ -566,7 +583,7 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step] "
-                 "[--shape MxNxK[:abs]] [--no-blas] [--huge-operands] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] "
+                 "[--shape MxNxK[:abs]] [--no-blas] [--cold] [--huge-operands] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] "
                  "[--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
