@@ -3,7 +3,7 @@
 //
 //   gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step]
 //              [--shape MxNxK[:flags]] [--no-blas] [--cold] [--alt kc=K,mc=M,nc=N] [--huge-operands]
-//              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue]
+//              [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--epilogue] [--best]
 //
 // Each figure is the median of R runs; a run repeats the product until it has taken at
 // least T ms. tgc and OpenBLAS runs alternate, so a noisy neighbour hurts both alike, and
@@ -26,6 +26,9 @@
 // arena that asked for them would.
 // --cold writes 64 MiB before every timed call (not timed), so that each call reads its
 // operands from DRAM, as a training step's GEMMs do, instead of from L3.
+// --best takes the fastest of the R runs instead of their median: on a machine shared
+// with other jobs, the run they disturbed least (many short runs, e.g. --runs 41 --min-ms 5
+// --no-blas, resolve differences of a point or two that the median does not).
 // --epilogue times tgc alone at the same shapes with a bias + ReLU epilogue
 // (codegen/gemm_epilogue.h) against the plain product, and against the plain product
 // followed by a separate bias + ReLU pass over C (what an unfused graph runs).
@@ -77,6 +80,7 @@ struct Options {
   bool noBlas = false;   // --no-blas
   std::string alt;       // --alt: blocking of a second tgc engine, the peer
   bool cold = false;     // --cold
+  bool best = false;     // --best
 };
 
 // cfg with --alt's "key=value,..." applied (kc, mc, nc); exits on a malformed string.
@@ -227,6 +231,11 @@ void timeIt(const Options& opts, const std::function<void()>& fn, std::vector<do
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The figure of a set of runs' times: their median, or with --best the fastest.
+double pick(const Options& opts, const std::vector<double>& v) {
+  return opts.best ? *std::min_element(v.begin(), v.end()) : median(v);
 }
 
 // A loop of independent vector FMAs, JIT-compiled for the host: enough accumulators to
@@ -424,8 +433,8 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
       }
     }
     if (opts.noBlas && !alt) blasLoop();  // once, for the max|diff| check
-    double tgcS = median(st), blasS = opts.noBlas && !alt ? tgcS : median(so);
-    if (!ss.empty()) blasS = std::min(blasS, median(ss));
+    double tgcS = pick(opts, st), blasS = opts.noBlas && !alt ? tgcS : pick(opts, so);
+    if (!ss.empty()) blasS = std::min(blasS, pick(opts, ss));
     double diff = 0;
     for (size_t i = 0; i < ct.size(); ++i) diff = std::max(diff, std::abs(double(ct[i]) - double(co[i])));
     const double flops = 2.0 * c.batch * c.m * c.n * c.k;
@@ -484,7 +493,7 @@ void runEpilogues(const Options& opts, ThreadPool& pool) {
       timeIt(opts, fusedRun, sf);
       timeIt(opts, separateRun, ss);
     }
-    const double p = median(sp), f = median(sf), s = median(ss);
+    const double p = pick(opts, sp), f = pick(opts, sf), s = pick(opts, ss);
     fmt::print("{:<30} {:>10.3f} {:>10.3f} {:>12.3f} {:>12.3f} {:>14.3f}\n", c.name, p * 1e3, f * 1e3, s * 1e3,
                f / p, f / s);
     std::fflush(stdout);
@@ -562,6 +571,8 @@ int main(int argc, char** argv) {
       opts.noBlas = true;
     } else if (arg == "--cold") {
       opts.cold = true;
+    } else if (arg == "--best") {
+      opts.best = true;
     } else if (arg == "--epilogue") {
       opts.epilogue = true;
     } else if (arg == "--settle-ms") {
@@ -583,7 +594,7 @@ int main(int argc, char** argv) {
     } else {
       fmt::print(stderr,
                  "usage: gemm_bench [--threads N] [--runs R] [--min-ms T] [--shapes all|transformer|quick|batched|step] "
-                 "[--shape MxNxK[:abs]] [--no-blas] [--cold] [--huge-operands] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] "
+                 "[--shape MxNxK[:abs]] [--no-blas] [--cold] [--huge-operands] [--alt kc=K,mc=M,nc=N] [--clock wall|cpu] [--dtype f32|f64] [--settle-ms S] [--best] "
                  "[--epilogue]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
