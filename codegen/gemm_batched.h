@@ -8,11 +8,13 @@
 //     three times faster than the generic per-element transposition.
 //   - A is read in place by the direct-A micro-kernel when it is not transposed and n is
 //     small (codegen/gemm_kernel.h), else packed once for the whole item.
-//   - The tiles are walked B sliver by B sliver (the sliver stays in L1), each column of
-//     tiles in calls of kRowsPerCall rows; between calls a slice of the NEXT item's A and
-//     B is prefetched, so that when its turn comes its operands are in L2. Spread over ~40
-//     calls (21 lines each at 64 x (128x128x64)) this measured faster than over one call
-//     per B sliver (128 lines each), the driver's general path (bench/README, session 5).
+//   - The tiles are walked B sliver by B sliver (the sliver stays in L1), one micro-kernel
+//     call per column of tiles (at least kMinCalls calls an item); after each call a slice
+//     of the NEXT item's A and B is prefetched, so that when its turn comes its operands
+//     are in L2. (Session 5 spread the slices over calls of 24 rows, ~40 an item instead of
+//     8; timed batch call by batch call, alternating, that was 0.5-2.5 points slower than
+//     whole columns on 64 x (128x128x64) and its B^T variant: bench/README, "Session 7:
+//     batched".)
 //   - The epilogue runs on each call's tiles right after the micro-kernel, still in L1.
 //
 // It is a template over the GEMM driver's epilogue type (codegen/gemm.cpp's Epilogue<T>:
@@ -28,8 +30,10 @@
 
 namespace tgc::codegen::batched {
 
-// Rows of C per micro-kernel call: 4 slivers of the AVX2 kernel's 6 rows.
-inline constexpr int64_t kRowsPerCall = 24;
+// Items with fewer B slivers than this split their columns of tiles into row blocks, so
+// that every item makes at least this many micro-kernel calls to spread the next item's
+// prefetches over (8: one call per sliver at n = 128).
+inline constexpr int64_t kMinCalls = 8;
 // Items whose A and B together take at most this many bytes are prefetched into L2 (512
 // KiB per core on Zen 3) during the previous item, next to the current item's A, B, packed
 // B and C; with K in one block they take this path, else codegen/gemm.cpp's per-item one.
@@ -91,8 +95,11 @@ void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicro
                          (d.transA ? d.m : d.k) * static_cast<int64_t>(sizeof(T));
   const int64_t bytesB = ((d.transB ? d.n : d.k) - 1) * d.ldb * static_cast<int64_t>(sizeof(T)) +
                          (d.transB ? d.k : d.n) * static_cast<int64_t>(sizeof(T));
-  // A whole number of slivers per call, so that packed A's slivers start at a call's row.
-  const int64_t R = std::max(MR, kRowsPerCall / MR * MR);
+  // Rows per micro-kernel call: whole columns of tiles, or at least kMinCalls calls per item
+  // for narrow items, so that the next item's prefetches stay spread out; a whole number of
+  // slivers, so that packed A's slivers start at a call's row.
+  const int64_t splits = (kMinCalls + nSlivers - 1) / nSlivers;
+  const int64_t R = (mSlivers + splits - 1) / splits * MR;
   const int64_t calls = nSlivers * ((d.m + R - 1) / R);
 
   for (int64_t i = i0; i < i1; ++i) {
@@ -116,14 +123,12 @@ void runItems(const GemmKernelConfig& cfg, GemmMicroKernel<T>* packed, GemmMicro
       next.begin[1] = reinterpret_cast<const char*>(n.b);
       next.bytes[1] = bytesB;
     }
-    // Whole columns of tiles when there is nothing to prefetch: fewer calls.
-    const int64_t step = next.empty() ? d.m : R;
     int64_t call = 0;
     for (int64_t js = 0; js < nSlivers; ++js) {
       const int64_t col = js * NR, nr = std::min(NR, d.n - col);
       const T* bs = bp + js * d.k * NR;
-      for (int64_t row = 0; row < d.m; row += step, ++call) {
-        const int64_t rows = std::min(step, d.m - row);
+      for (int64_t row = 0; row < d.m; row += R, ++call) {
+        const int64_t rows = std::min(R, d.m - row);
         T* ct = it.c + row * d.ldc + col;
         if (directA)
           direct(d.k, it.a + row * d.lda, d.lda, bs, ct, d.ldc, rows, nr, alpha, beta);
