@@ -478,6 +478,18 @@ struct RowRules {
         uniforms(pr.uniforms),
         maskUnitStride(pr.mask) {}
 
+  // How many keys the kernels walk: with a mask that is the same for every query (a
+  // key-padding mask, [B, 1, 1, Tk]), up to its last allowed key, else all of tk. The keys
+  // cut off are disallowed for every query: they add exact zeros to l, out and dq and get
+  // dk = dv = 0, as in the reference, which skips disallowed keys (a padded batch item skips
+  // its padding's block products, transposes and exps).
+  int64_t keysUsed() const {
+    if (!mask || p.maskStrideI != 0) return p.tk;
+    int64_t end = p.tk;
+    while (end > 0 && !mask[(end - 1) * p.maskStrideJ]) --end;
+    return end;
+  }
+
   // Sets s[c] to -inf for every disallowed key j0 + c of query i, c < cols, and for the
   // padding columns up to colsPadded.
   void maskRow(T* s, int64_t i, int64_t j0, int64_t cols, int64_t colsPadded) const {
@@ -577,22 +589,23 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t rows = std::min(kBlockQ, p.tq - i0), dvp = padded(p.dv);
   const RowRules<T> rules(p, pr, mask, b);
+  const int64_t tk = rules.keysUsed();
   const T* qb = q + (b * p.tq + i0) * p.d;
   const T* kb = k + b * p.tk * p.d;
   const T* vb = v + b * p.tk * p.dv;
   std::fill_n(w.m.begin(), rows, ninf);
   std::fill_n(w.l.begin(), rows, T(0));
   if (w.head != b) {
-    for (int64_t j0 = 0; j0 < p.tk; j0 += kBlockK)
-      copyRowsTransposed(pr, kb, j0, std::min(kBlockK, p.tk - j0), p.d,
-                         w.kt.data() + j0 * p.d, padded(std::min(kBlockK, p.tk - j0)));
-    if (!unpadded(p.dv)) copyRows(vb, 0, p.tk, p.dv, w.vp.data(), dvp);
+    for (int64_t j0 = 0; j0 < tk; j0 += kBlockK)
+      copyRowsTransposed(pr, kb, j0, std::min(kBlockK, tk - j0), p.d, w.kt.data() + j0 * p.d,
+                         padded(std::min(kBlockK, tk - j0)));
+    if (!unpadded(p.dv)) copyRows(vb, 0, tk, p.dv, w.vp.data(), dvp);
     w.head = b;
   }
   const T* vrows = unpadded(p.dv) ? vb : w.vp.data();  // [tk, dvp]
-  const int64_t keyEnd = p.causal ? std::min(p.tk, i0 + rows) : p.tk;
+  const int64_t keyEnd = p.causal ? std::min(tk, i0 + rows) : tk;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
-    const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
+    const int64_t cols = std::min(kBlockK, tk - j0), colsP = padded(cols);
     const T* kt = w.kt.data() + j0 * p.d;
     for (int64_t r0 = 0; r0 < rows; r0 += causalGroup(p, rows)) {
       const int64_t r1 = std::min(rows, r0 + causalGroup(p, rows));
@@ -687,6 +700,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const int64_t dp = padded(p.d), dvp = padded(p.dv);
   const bool directD = unpadded(p.d), directDv = unpadded(p.dv);
   const RowRules<T> rules(p, pr, mask, b);
+  const int64_t tk = rules.keysUsed();
   const T* qb = q + b * p.tq * p.d;
   const T* kb = k + b * p.tk * p.d;
   const T* vb = v + b * p.tk * p.dv;
@@ -699,12 +713,15 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const T* qrows = directD ? qb : w.qp.data();
   const T* dorows = directDv ? dob : w.dop.data();
   T* dqAcc = directD ? dq + b * p.tq * p.d : w.dq.data();  // written, not added to, at j0 = 0
-  if (p.tk == 0) std::fill_n(dqAcc, p.tq * dp, T(0));
+  if (tk == 0) std::fill_n(dqAcc, p.tq * dp, T(0));
+  // The keys past tk get no gradient.
+  std::fill(dk + (b * p.tk + tk) * p.d, dk + (b + 1) * p.tk * p.d, T(0));
+  std::fill(dv + (b * p.tk + tk) * p.dv, dv + (b + 1) * p.tk * p.dv, T(0));
   for (int64_t i = 0; i < p.tq; ++i)
     w.delta[static_cast<size_t>(i)] = pr.dot(dob + i * p.dv, ob + i * p.dv, p.dv);
   const T scale = static_cast<T>(p.scale);
-  for (int64_t j0 = 0; j0 < p.tk; j0 += kBlockK) {
-    const int64_t cols = std::min(kBlockK, p.tk - j0), colsP = padded(cols);
+  for (int64_t j0 = 0; j0 < tk; j0 += kBlockK) {
+    const int64_t cols = std::min(kBlockK, tk - j0), colsP = padded(cols);
     copyRowsTransposed(pr, kb, j0, cols, p.d, w.kt.data(), colsP);
     copyRowsTransposed(pr, vb, j0, cols, p.dv, w.vt.data(), colsP);
     if (!directD) copyRows(kb, j0, cols, p.d, w.kp.data(), dp);

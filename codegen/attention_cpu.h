@@ -11,6 +11,8 @@
 // the last key its last row may see; dropout draws philoxUniformAt per element of the
 // [..., Tq, Tk] index space (8 counters at a time with AVX2), exactly the frontend's stream.
 // Short sequences (L <= 64, the Transformer presets) are one block: one task per head.
+// With a key-padding mask (the same for every query) both kernels stop at the head's last
+// allowed key: a padded batch item costs its own length, not the padded one.
 //
 // Backward (FlashAttention-2 loop order): one task per batch item (batch x heads); it owns
 // that head's dq, dk, dv, so tasks never write the same memory. Key blocks outer (their dk,
