@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "codegen/attention_cpu.h"
@@ -601,6 +602,96 @@ TEST(AttentionExecutable, CompiledGraphMatchesTheInterpreter) {
   std::vector<Tensor> got = runtime::Executable::compile(p.g, opts)->run(p.in);
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), got[i], want[i].toDoubles(), 2e-5));
+}
+
+
+// ---- the cut at a key-padding mask's last allowed key --------------------------------------
+
+// A key-padding mask [B, 1, 1, Tk] lets the kernels stop at each item's last allowed key; the
+// same mask stored once per query ([B, 1, Tq, Tk]) does not. Both must give the same values
+// (the keys cut off add exact zeros): lengths across both key blocks, 1, 0 and all keys,
+// head dims read in place (64) and through padded copies (40), causal, dropout, both ISAs.
+template <class T>
+void checkKeyPaddingCut(int64_t d, bool causal, double pDrop) {
+  const std::vector<int64_t> lengths{70, 36, 1, 0, 65, 17};
+  const int64_t items = static_cast<int64_t>(lengths.size()), heads = 2, l = 70;
+  const int64_t batch = items * heads, n = batch * l * d;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  auto fill = [&](int64_t size) {
+    std::vector<T> x(static_cast<size_t>(size));
+    for (T& e : x) e = static_cast<T>(u(rng));
+    return x;
+  };
+  const std::vector<T> q = fill(n), k = fill(n), v = fill(n), dout = fill(n);
+  std::vector<uint8_t> keyMask, queryMask;
+  for (int64_t b = 0; b < items; ++b)
+    for (int64_t i = 0; i < l; ++i)
+      for (int64_t j = 0; j < l; ++j) {
+        const uint8_t a = j < lengths[static_cast<size_t>(b)] ? 1 : 0;
+        if (i == 0) keyMask.push_back(a);
+        queryMask.push_back(a);
+      }
+  codegen::AttentionParams p;
+  p.dtype = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  p.batch = batch;
+  p.tq = p.tk = l;
+  p.d = p.dv = d;
+  p.scale = 0.125;
+  p.causal = causal;
+  p.hasMask = true;
+  p.maskStrideJ = 1;
+  p.pDrop = pDrop;
+  p.seed = 5;
+  p.offset = 9;
+  ThreadPool pool(2);
+  auto run = [&](bool perQuery) {
+    codegen::AttentionParams pp = p;
+    pp.maskStrideI = perQuery ? l : 0;
+    for (int64_t bh = 0; bh < batch; ++bh) pp.maskBase.push_back(bh / heads * (perQuery ? l : 1) * l);
+    const uint8_t* m = perQuery ? queryMask.data() : keyMask.data();
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> out(static_cast<size_t>(n), nan), lse(static_cast<size_t>(batch * l), nan);
+    std::vector<T> dq(out), dk(out), dv(out);
+    codegen::attentionForward(pp, q.data(), k.data(), v.data(), m, out.data(), lse.data(), pool);
+    codegen::attentionBackward(pp, q.data(), k.data(), v.data(), out.data(), lse.data(),
+                               dout.data(), m, dq.data(), dk.data(), dv.data(), pool);
+    return std::vector<std::vector<T>>{out, lse, dq, dk, dv};
+  };
+  const auto cut = run(false), whole = run(true);
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  for (size_t r = 0; r < cut.size(); ++r)
+    for (size_t i = 0; i < cut[r].size(); ++i) {
+      const T a = cut[r][i], b = whole[r][i];
+      ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b)))
+          << names[r] << " element " << i << ": " << a << " vs " << b;
+    }
+  // The keys past an item's length get no gradient.
+  for (int64_t bh = 0; bh < batch; ++bh)
+    for (int64_t j = lengths[static_cast<size_t>(bh / heads)]; j < l; ++j)
+      for (int64_t c = 0; c < d; ++c) {
+        ASSERT_EQ(cut[3][static_cast<size_t>((bh * l + j) * d + c)], T(0));
+        ASSERT_EQ(cut[4][static_cast<size_t>((bh * l + j) * d + c)], T(0));
+      }
+}
+
+TEST(AttentionKernel, KeyPaddingCutMatchesTheSameMaskPerQuery) {
+  const AttentionIsa saved = codegen::attentionIsa();
+  std::vector<AttentionIsa> isas{AttentionIsa::Portable};
+  if (codegen::attentionHasAvx2()) isas.push_back(AttentionIsa::Avx2);
+  for (AttentionIsa isa : isas) {
+    codegen::setAttentionIsa(isa);
+    for (int64_t d : {64, 40})
+      for (bool causal : {false, true})
+        for (double pDrop : {0.0, 0.2}) {
+          SCOPED_TRACE(::testing::Message() << (isa == AttentionIsa::Avx2 ? "avx2" : "portable")
+                                          << " d " << d << (causal ? " causal" : "")
+                                          << " p_drop " << pDrop);
+          checkKeyPaddingCut<float>(d, causal, pDrop);
+          if (d == 64 && pDrop == 0) checkKeyPaddingCut<double>(d, causal, pDrop);
+        }
+  }
+  codegen::setAttentionIsa(saved);
 }
 
 }  // namespace
