@@ -77,23 +77,17 @@ int main(int argc, char** argv) {
   auto mm = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
     return GemmDesc::contiguous(DType::f32, m, n, k, ta, tb);
   };
-  // The small step's pairs (B = 32 x 32 tokens = 1024 rows, d = 256, FFN 1024, vocabulary
-  // 8000), or the base step's (B = 16 x 64 tokens, d = 512, FFN 2048).
-  const std::vector<Case> baseCases = {
-      {"generator dA | dW", mm(1024, 512, 8000, false, true), mm(512, 8000, 1024, true, false)},
-      {"ffn1 dX | dW", mm(1024, 512, 2048, false, true), mm(512, 2048, 1024, true, false)},
-      {"ffn2 dX | dW", mm(1024, 2048, 512, false, true), mm(2048, 512, 1024, true, false)},
-      {"attn proj dX | dW", mm(1024, 512, 512, false, true), mm(512, 512, 1024, true, false)},
-      {"attn Q | K", mm(1024, 512, 512, false, false), mm(1024, 512, 512, false, false)},
+  // The step's pairs over 1024 token rows and a vocabulary of 8000: the small preset's
+  // (B = 32 x 32 tokens, d = 256, FFN 1024) or the base preset's (B = 16 x 64, d = 512,
+  // FFN 2048).
+  const int64_t d = base ? 512 : 256, ff = 4 * d, rows = 1024, vocab = 8000;
+  const std::vector<Case> cases = {
+      {"generator dA | dW", mm(rows, d, vocab, false, true), mm(d, vocab, rows, true, false)},
+      {"ffn1 dX | dW", mm(rows, d, ff, false, true), mm(d, ff, rows, true, false)},
+      {"ffn2 dX | dW", mm(rows, ff, d, false, true), mm(ff, d, rows, true, false)},
+      {"attn proj dX | dW", mm(rows, d, d, false, true), mm(d, d, rows, true, false)},
+      {"attn Q | K", mm(rows, d, d, false, false), mm(rows, d, d, false, false)},
   };
-  const std::vector<Case> smallCases = {
-      {"generator dA | dW", mm(1024, 256, 8000, false, true), mm(256, 8000, 1024, true, false)},
-      {"ffn1 dX | dW", mm(1024, 256, 1024, false, true), mm(256, 1024, 1024, true, false)},
-      {"ffn2 dX | dW", mm(1024, 1024, 256, false, true), mm(1024, 256, 1024, true, false)},
-      {"attn proj dX | dW", mm(1024, 256, 256, false, true), mm(256, 256, 1024, true, false)},
-      {"attn Q | K", mm(1024, 256, 256, false, false), mm(1024, 256, 256, false, false)},
-  };
-  const std::vector<Case>& cases = base ? baseCases : smallCases;
   ThreadPool pool(2), serial(1);
   std::printf("%s clock\n%-20s %22s %22s %8s\n", cpu ? "CPU (per thread)" : "wall", "pair",
               "split min/median ms", "paired min/median ms", "gain");
