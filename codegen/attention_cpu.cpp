@@ -384,46 +384,77 @@ TGC_AVX2_INLINE void mulHiLo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
   lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
 }
 
-TGC_AVX2 void uniformsAvx2(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u) {
+// The top 24 bits of each 32-bit word, scaled to [0, 1) (exact in a float).
+TGC_AVX2_INLINE __m256 uniformOf(__m256i w) {
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)),
+                       _mm256_set1_ps(1.0f / 16777216.0f));
+}
+
+// The even / odd 64-bit halves of x and y interleaved: x0 y0 | x2 y2 (lo), x1 y1 | x3 y3 (hi).
+TGC_AVX2_INLINE __m256 lo64(__m256 x, __m256 y) {
+  return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(x), _mm256_castps_pd(y)));
+}
+TGC_AVX2_INLINE __m256 hi64(__m256 x, __m256 y) {
+  return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(x), _mm256_castps_pd(y)));
+}
+
+// Elements 4q .. 4q + 31 of the stream (q = quad, the first of 8 consecutive calls) into
+// out[0..32): call l's word w is element 4 (q + l) + w, so the four word vectors are
+// transposed, 4 x 8 -> 8 x 4, on the way out.
+TGC_AVX2_INLINE void uniformQuads8(uint64_t seed, uint64_t offset, uint64_t q, float* out) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  for (int64_t i = 0; i < n; i += 8) {
-    alignas(32) uint32_t lo[8], hi[8];
-    for (int l = 0; l < 8; ++l) {  // the 64-bit counters offset + e, as in philoxUniformAt
-      const uint64_t ctr = offset + first + static_cast<uint64_t>(i + l);
-      lo[l] = static_cast<uint32_t>(ctr);
-      hi[l] = static_cast<uint32_t>(ctr >> 32);
+  alignas(32) uint32_t lo[8], hi[8];
+  for (int l = 0; l < 8; ++l) {  // the 64-bit counters offset + q + l
+    const uint64_t ctr = offset + q + static_cast<uint64_t>(l);
+    lo[l] = static_cast<uint32_t>(ctr);
+    hi[l] = static_cast<uint32_t>(ctr >> 32);
+  }
+  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+  __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
     }
-    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-    __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
-    __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-    for (int r = 0; r < 10; ++r) {
-      if (r > 0) {
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-      }
-      __m256i hi0, lo0, hi1, lo1;
-      mulHiLo(c0, m0, hi0, lo0);
-      mulHiLo(c2, m1, hi1, lo1);
-      const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1),
-                                          _mm256_set1_epi32(static_cast<int>(k0)));
-      const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3),
-                                          _mm256_set1_epi32(static_cast<int>(k1)));
-      c0 = n0;
-      c1 = lo1;
-      c2 = n2;
-      c3 = lo0;
-    }
-    // The top 24 bits of word 0, scaled to [0, 1) (exact in a float).
-    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)),
-                                   _mm256_set1_ps(1.0f / 16777216.0f));
-    if (i + 8 <= n) {
-      _mm256_storeu_ps(u + i, v);
+    __m256i hi0, lo0, hi1, lo1;
+    mulHiLo(c0, m0, hi0, lo0);
+    mulHiLo(c2, m1, hi1, lo1);
+    const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1),
+                                        _mm256_set1_epi32(static_cast<int>(k0)));
+    const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3),
+                                        _mm256_set1_epi32(static_cast<int>(k1)));
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  const __m256 a = uniformOf(c0), b = uniformOf(c1), c = uniformOf(c2), d = uniformOf(c3);
+  // Per 128-bit half: a0 b0 c0 d0 | a1 b1 c1 d1 | ... (the classic 4 x 4 transpose).
+  const __m256 ab0 = _mm256_unpacklo_ps(a, b), ab1 = _mm256_unpackhi_ps(a, b);
+  const __m256 cd0 = _mm256_unpacklo_ps(c, d), cd1 = _mm256_unpackhi_ps(c, d);
+  const __m256 e0 = lo64(ab0, cd0), e1 = hi64(ab0, cd0);  // calls 0, 1 | 4, 5
+  const __m256 e2 = lo64(ab1, cd1), e3 = hi64(ab1, cd1);  // calls 2, 3 | 6, 7
+  _mm256_storeu_ps(out, _mm256_permute2f128_ps(e0, e1, 0x20));
+  _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(e2, e3, 0x20));
+  _mm256_storeu_ps(out + 16, _mm256_permute2f128_ps(e0, e1, 0x31));
+  _mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(e2, e3, 0x31));
+}
+
+TGC_AVX2 void uniformsAvx2(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u) {
+  // Blocks of 32 elements aligned to the stream's quads: whole blocks are written in place,
+  // the partial ones at the ends (a first element inside a quad) through a buffer.
+  const uint64_t end = first + static_cast<uint64_t>(n);
+  for (uint64_t e = first & ~uint64_t{3}; e < end; e += 32) {
+    const uint64_t from = std::max(e, first), to = std::min(e + 32, end);
+    if (from == e && to == e + 32) {
+      uniformQuads8(seed, offset, e >> 2, u + (e - first));
     } else {
-      alignas(32) float t[8];
-      _mm256_store_ps(t, v);
-      std::copy(t, t + (n - i), u + i);
+      alignas(32) float t[32];
+      uniformQuads8(seed, offset, e >> 2, t);
+      std::copy(t + (from - e), t + (to - e), u + (from - first));
     }
   }
 }

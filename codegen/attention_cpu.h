@@ -8,8 +8,9 @@
 // is per thread a few 64 x 64 blocks and one head's keys (transposed). The causal mask and
 // a broadcast bool mask are read inside the block; key blocks entirely past the causal
 // diagonal are skipped, and inside a block pair the rows go in groups of 16, each cut at
-// the last key its last row may see; dropout draws philoxUniformAt per element of the
-// [..., Tq, Tk] index space (8 counters at a time with AVX2), exactly the frontend's stream.
+// the last key its last row may see; dropout draws philoxUniformAt for each element of the
+// [..., Tq, Tk] index space (8 Philox calls, 32 elements, at a time with AVX2), exactly the
+// frontend's stream.
 // Short sequences (L <= 64, the Transformer presets) are one block: one task per head.
 // With a key-padding mask (the same for every query) both kernels stop at the head's last
 // allowed key: a padded batch item costs its own length, not the padded one.

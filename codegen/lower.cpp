@@ -6,10 +6,12 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <set>
 
 #include "codegen/lower_loops.h"
 #include "codegen/lower_templates.h"
+#include "ir/env_flag.h"
 
 namespace tgc::codegen {
 
@@ -80,12 +82,36 @@ void lowerPointwise(Ctx& c) {
   outs.insert(outs.end(), c.extraOutputs().rbegin(), c.extraOutputs().rend());
   std::vector<int> buffers;
   for (const Value* v : outs) buffers.push_back(c.outputBuffer(v));
-  parallelNest(c, shape, LoopKind::Vector, c.opsPerElement(), [&](const Index& idx) {
-    Stmts s;
+  auto stores = [&](const Index& idx, Stmts& s) {
     for (size_t i = 0; i < outs.size(); ++i) {
       ExprP v = c.at(outs[i], idx, s);
       s.push_back(kir::store(buffers[i], c.flat(idx, shape), kir::cast(v, outs[i]->type().dtype)));
     }
+  };
+  // A draw makes four elements per Philox call (ir/philox.h): iterate over quads of the
+  // last dim, so that one vector iteration runs one call per four elements, not four.
+  static const bool quads = !envFlag("TGC_NO_PHILOX_QUADS");
+  if (quads && c.draws() && shape.back() % 4 == 0) {
+    Shape qs = shape;
+    qs.back() /= 4;
+    parallelNest(c, qs, LoopKind::Vector, 4 * c.opsPerElement(), [&](const Index& q) {
+      Stmts s;
+      std::array<ExprP, 4> lanes;
+      for (int t = 0; t < 4; ++t) lanes[t] = kir::add(kir::mul(q.back(), 4), c.num(t));
+      c.setQuad(q.back(), lanes);
+      for (int t = 0; t < 4; ++t) {
+        Index idx = q;
+        idx.back() = lanes[t];
+        stores(idx, s);
+      }
+      c.clearQuad();
+      return s;
+    });
+    return;
+  }
+  parallelNest(c, shape, LoopKind::Vector, c.opsPerElement(), [&](const Index& idx) {
+    Stmts s;
+    stores(idx, s);
     return s;
   });
 }

@@ -100,7 +100,7 @@ Index Ctx::project(const Index& idx, const Shape& shape) const {
                                        shapeStr(shape)));
   Index out(shape.size());
   size_t lead = idx.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) out[d] = shape[d] == 1 ? num(0) : idx[lead + d];
+  for (size_t d = 0; d < shape.size(); ++d) out[d] = shape[d] == 1 ? zero_ : idx[lead + d];
   return out;
 }
 
@@ -418,18 +418,16 @@ ExprP Ctx::elementwise(const Node& n, const Index& idx, Stmts& pre) {
 // why the `& mask` of a word feeding a product costs nothing), the low word is the product
 // as it is and the high word one shift. i32 words would pack 8 elements a register but need
 // two products and a blend per hi/lo pair, as many operations per element. What the loop
-// lacks is parallelism: each element is a chain of ten dependent multiply-shift-xor rounds,
-// so the vector loop interleaves several iterations (kPhiloxInterleave;
-// TGC_NO_PHILOX_INTERLEAVE=1 leaves the choice to LLVM, for A/B runs).
+// lacks is parallelism: each call is a chain of ten dependent multiply-shift-xor rounds,
+// so the vector loop interleaves several iterations (TGC_NO_PHILOX_INTERLEAVE=1 leaves the
+// choice to LLVM, for A/B runs): 4 when every element runs its own call; 2 in a quad loop,
+// whose iteration already holds four words and the lanes' loads and stores, and spills with
+// 4 (tests/codegen/philox_bench: 1.0-1.5 ns per element with 2, 1.3-1.9 with 4).
 constexpr int kPhiloxInterleave = 4;
+constexpr int kPhiloxQuadInterleave = 2;
 
-ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
-  static const bool interleave = !envFlag("TGC_NO_PHILOX_INTERLEAVE");
-  if (interleave) k_.vectorInterleave = std::max(k_.vectorInterleave, kPhiloxInterleave);
+std::array<int, 4> Ctx::philoxWords(ExprP ctr, ExprP seed, Stmts& pre) {
   const ExprP mask = num(0xFFFFFFFFll);
-  ExprP seed = at(n.operand(0), idx, pre);
-  ExprP offset = at(n.operand(1), idx, pre);
-  ExprP ctr = bin(BinaryOp::Add, offset, flat(idx, n.result()->type().shape));
   auto local = [&](const char* name, ExprP value) {
     int v = newVar(name, DType::i64);
     pre.push_back(kir::assign(v, std::move(value)));
@@ -455,10 +453,57 @@ ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
         kir::assign(c2, bin(BinaryOp::Xor, bin(BinaryOp::Xor, hi(var(p0)), var(c3)), var(k1))));
     pre.push_back(kir::assign(c3, lo(var(p0))));
   }
-  // The top 24 bits of word 0, scaled to [0, 1) (exact in f32).
-  ExprP u = kir::cast(bin(BinaryOp::Shr, var(c0), num(8)), DType::f32);
-  ExprP f = bin(BinaryOp::Mul, u, kir::constFloat(1.0 / 16777216.0, DType::f32));
-  return kir::cast(f, computeType(n.result()->type().dtype));
+  return {c0, c1, c2, c3};
+}
+
+// Element f of the stream is word (f & 3) of the call with counter offset + (f >> 2)
+// (ir/philox.h). In a quad loop the four lanes of one call share it; anywhere else each
+// element runs its own call and selects its word.
+ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
+  static const bool interleave = !envFlag("TGC_NO_PHILOX_INTERLEAVE");
+  auto interleaveAtLeast = [&](int count) {
+    if (interleave) k_.vectorInterleave = std::max(k_.vectorInterleave, count);
+  };
+  const Shape& shape = n.result()->type().shape;
+  ExprP seed = at(n.operand(0), idx, pre);
+  ExprP offset = at(n.operand(1), idx, pre);
+  // The top 24 bits of a word, scaled to [0, 1) (exact in f32).
+  auto uniform = [&](ExprP word) {
+    ExprP u = kir::cast(bin(BinaryOp::Shr, std::move(word), num(8)), DType::f32);
+    ExprP f = bin(BinaryOp::Mul, u, kir::constFloat(1.0 / 16777216.0, DType::f32));
+    return kir::cast(f, computeType(n.result()->type().dtype));
+  };
+  if (quadJ_ && !shape.empty() && shape.back() % 4 == 0) {
+    for (int t = 0; t < 4; ++t) {
+      if (idx.back() != quadLanes_[t]) continue;
+      // idx is (rows, 4j + t) and a row holds whole quads: the call is quad (rows, j).
+      Index q = idx;
+      q.back() = quadJ_;
+      Shape qs = shape;
+      qs.back() /= 4;
+      std::pair<const Node*, std::vector<const kir::Expr*>> key{&n, {}};
+      for (const ExprP& e : q) key.second.push_back(e.get());
+      interleaveAtLeast(kPhiloxQuadInterleave);
+      auto it = quadWords_.find(key);
+      if (it == quadWords_.end())
+        it = quadWords_.emplace(key, philoxWords(kir::add(offset, flat(q, qs)), seed, pre)).first;
+      return uniform(var(it->second[t]));
+    }
+  }
+  interleaveAtLeast(kPhiloxInterleave);
+  ExprP f = flat(idx, shape);
+  std::array<int, 4> w =
+      philoxWords(kir::add(offset, bin(BinaryOp::Shr, f, num(2))), seed, pre);
+  ExprP lane = bin(BinaryOp::And, f, num(3));
+  auto is = [&](int64_t t) { return bin(BinaryOp::Eq, lane, num(t)); };
+  return uniform(kir::select(is(0), var(w[0]),
+                             kir::select(is(1), var(w[1]),
+                                         kir::select(is(2), var(w[2]), var(w[3])))));
+}
+
+bool Ctx::draws() const {
+  return std::any_of(group_.begin(), group_.end(),
+                     [](const Node* n) { return n->op() == OpKind::PhiloxUniform; });
 }
 
 int64_t Ctx::opsPerElement() const {

@@ -10,6 +10,7 @@
 // every value either has in full or broadcasts) so loops are fewer and longer.
 #pragma once
 
+#include <array>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -75,7 +76,22 @@ class Ctx {
   ExprP flat(const Index& idx, const Shape& shape) const;
   // at()'s memo is keyed by the index expressions; call this when a new loop body starts
   // so values computed into locals in another body are not reused.
-  void newBody() { memo_.clear(); }
+  void newBody() {
+    memo_.clear();
+    quadWords_.clear();
+  }
+
+  // Whether the group draws random numbers (has a philox_uniform).
+  bool draws() const;
+  // Quad loops (lowerPointwise): while set, a body computes the elements 4j .. 4j + 3 of
+  // its innermost dim, lane t indexed by lanes[t] (= 4j + t, these very expressions). A
+  // draw whose last index is one of the lanes, over a last dim that is a multiple of 4,
+  // then runs one Philox call for its four lanes and gives each lane its word.
+  void setQuad(ExprP j, std::array<ExprP, 4> lanes) {
+    quadJ_ = std::move(j);
+    quadLanes_ = std::move(lanes);
+  }
+  void clearQuad() { setQuad(nullptr, {}); }
 
   // A rough count of scalar operations per element of the group (for costPerIteration).
   int64_t opsPerElement() const;
@@ -84,6 +100,8 @@ class Ctx {
   ExprP compute(const Node& n, const Index& idx, Stmts& pre);
   ExprP elementwise(const Node& n, const Index& idx, Stmts& pre);
   ExprP philox(const Node& n, const Index& idx, Stmts& pre);
+  // The four output words of Philox4x32-10 for the i64 counter and seed, in i64 locals.
+  std::array<int, 4> philoxWords(ExprP counter, ExprP seed, Stmts& pre);
   Index project(const Index& idx, const Shape& shape) const;
   // The multi-index of row-major flat position f in shape (divisions and remainders).
   Index unravel(ExprP f, const Shape& shape) const;
@@ -96,6 +114,14 @@ class Ctx {
   std::unordered_map<const Value*, int> buffers_;
   std::unordered_map<const Value*, Shape> views_;
   std::map<std::pair<const Value*, std::vector<const kir::Expr*>>, ExprP> memo_;
+  // One shared constant 0 for the indices of size-1 dims, so equal indices are the same
+  // expressions (the memos compare pointers).
+  ExprP zero_ = kir::constInt(0, DType::i64);
+  ExprP quadJ_;
+  std::array<ExprP, 4> quadLanes_;
+  // The words of each quad draw of the current body: (node, quad index) -> locals.
+  std::map<std::pair<const Node*, std::vector<const kir::Expr*>>, std::array<int, 4>>
+      quadWords_;
 };
 
 // The kernel name for a group: the last node's first result's name as a C identifier.

@@ -128,8 +128,10 @@ void philoxKernel(const Operands& in, Tensor& out) {
   // converts the f32 value.
   auto seed = static_cast<uint64_t>(in[0]->getI(0));
   auto offset = static_cast<uint64_t>(in[1]->getI(0));
-  for (int64_t i = 0; i < out.numel(); ++i)
-    out.setF(i, philoxUniformAt(seed, offset, static_cast<uint64_t>(i)));
+  for (int64_t q = 0; 4 * q < out.numel(); ++q) {  // one Philox call for four elements
+    std::array<float, 4> u = philoxUniformQuad(seed, offset, static_cast<uint64_t>(q));
+    for (int64_t w = 0; w < 4 && 4 * q + w < out.numel(); ++w) out.setF(4 * q + w, u[w]);
+  }
 }
 
 // ---- elementwise -----------------------------------------------------------------------------

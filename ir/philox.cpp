@@ -35,14 +35,20 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<u
   return counter;
 }
 
-float philoxUniformAt(uint64_t seed, uint64_t offset, uint64_t i) {
-  uint64_t ctr = offset + i;  // wraps modulo 2^64, like the 64-bit counter it is
+std::array<float, 4> philoxUniformQuad(uint64_t seed, uint64_t offset, uint64_t q) {
+  uint64_t ctr = offset + q;  // wraps modulo 2^64, like the 64-bit counter it is
   std::array<uint32_t, 4> out =
       philox4x32({static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u},
                  {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
   // 24 bits fit a float's significand exactly, so the scaling is exact and the largest
   // value is 1 - 2^-24 < 1.
-  return static_cast<float>(out[0] >> 8) * (1.0f / 16777216.0f);
+  std::array<float, 4> u;
+  for (int w = 0; w < 4; ++w) u[w] = static_cast<float>(out[w] >> 8) * (1.0f / 16777216.0f);
+  return u;
+}
+
+float philoxUniformAt(uint64_t seed, uint64_t offset, uint64_t i) {
+  return philoxUniformQuad(seed, offset, i >> 2)[i & 3];
 }
 
 }  // namespace tgc

@@ -15,7 +15,7 @@
 //                     summed per query tile in the block and added to global memory with
 //                     atomicAdd (dq must be zeroed first; the sum's order varies by run).
 //
-// Dropout draws Philox4x32-10 per element of the [..., Tq, Tk] index space, bit for bit the
+// Dropout draws Philox4x32-10 over the [..., Tq, Tk] index space, bit for bit the
 // CPU's philoxUniformAt (ir/philox.cpp), so the same elements are dropped everywhere.
 
 constexpr int THREADS = 256;
@@ -67,11 +67,11 @@ __device__ __forceinline__ T warpSum(T v) {
   return v;
 }
 
-// philoxUniformAt(seed, offset, e): counter offset + e (64 bits in words 0-1), key the seed's
-// halves, ten rounds, the top 24 bits of word 0 scaled to [0, 1).
+// philoxUniformAt(seed, offset, e): counter offset + (e >> 2) (64 bits in words 0-1), key the
+// seed's halves, ten rounds, the top 24 bits of word (e & 3) scaled to [0, 1).
 __device__ float philoxUniformAt(unsigned long long seed, unsigned long long offset,
                                  unsigned long long e) {
-  const unsigned long long ctr = offset + e;
+  const unsigned long long ctr = offset + (e >> 2);
   unsigned c0 = (unsigned)ctr, c1 = (unsigned)(ctr >> 32), c2 = 0u, c3 = 0u;
   unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);
   for (int r = 0; r < 10; ++r) {
@@ -86,7 +86,8 @@ __device__ float philoxUniformAt(unsigned long long seed, unsigned long long off
     c2 = hi0 ^ c3 ^ k1;
     c3 = lo0;
   }
-  return (float)(c0 >> 8) * (1.0f / 16777216.0f);
+  const unsigned w = (e & 3) == 0 ? c0 : (e & 3) == 1 ? c1 : (e & 3) == 2 ? c2 : c3;
+  return (float)(w >> 8) * (1.0f / 16777216.0f);
 }
 
 // Whether query i may attend key j of batch item b (causal, the broadcast mask, bounds).

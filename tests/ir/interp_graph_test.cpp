@@ -79,11 +79,11 @@ INTERP_OP_TEST(PhiloxUniform, MatchesPhiloxAt) {
     EXPECT_EQ(r64.getF(i), want) << i;  // the f32 value, widened exactly
     EXPECT_EQ(r16.getF(i), roundTo(DType::bf16, want)) << i;
   }
-  // A later offset continues the same stream.
+  // A later offset continues the same stream: an offset counts Philox calls of four elements.
   Tensor shifted =
-      runOp(OpKind::PhiloxUniform, {s, TI(DType::i64, {}, {static_cast<int64_t>(offset) + 2})}, {},
-            ty(DType::f32, {4}));
-  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(shifted.getF(i), r32.getF(i + 2)) << i;
+      runOp(OpKind::PhiloxUniform, {s, TI(DType::i64, {}, {static_cast<int64_t>(offset) + 1})}, {},
+            ty(DType::f32, {2}));
+  for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(shifted.getF(i), r32.getF(i + 4)) << i;
 }
 
 // ---- whole graphs ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// Philox4x32-10 against the Random123 known-answer vectors, and the uniform mapping.
+// Philox4x32-10 against the Random123 known-answer vectors, and the uniform mapping (four
+// elements a call).
 #include "ir/philox.h"
 
 #include <gtest/gtest.h>
@@ -29,17 +30,27 @@ TEST(Philox, KnownAnswerPi) {
       (Words{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
 }
 
-TEST(Philox, UniformIsTopBitsOfWordZero) {
-  // Element i uses counter (offset + i) split into two 32-bit words, key = seed's halves.
+TEST(Philox, UniformIsTopBitsOfTheFourWords) {
+  // Element i is word (i & 3) of the call with counter (offset + i / 4) split into two 32-bit
+  // words, key = seed's halves: the four words of one call land on elements 4j .. 4j + 3.
   uint64_t seed = 0x0123456789abcdefull, offset = 0x00000001fffffffeull;
-  for (uint64_t i = 0; i < 4; ++i) {
-    uint64_t c = offset + i;  // crosses the 32-bit word boundary at i = 2
+  for (uint64_t j = 0; j < 4; ++j) {
+    uint64_t c = offset + j;  // crosses the 32-bit word boundary at j = 2
     Words w = philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0, 0},
                          {0x89abcdefu, 0x01234567u});
-    EXPECT_EQ(philoxUniformAt(seed, offset, i), static_cast<float>(w[0] >> 8) / 16777216.0f);
+    std::array<float, 4> quad = philoxUniformQuad(seed, offset, j);
+    for (uint64_t t = 0; t < 4; ++t) {
+      const float want = static_cast<float>(w[t] >> 8) / 16777216.0f;
+      EXPECT_EQ(philoxUniformAt(seed, offset, 4 * j + t), want) << j << " " << t;
+      EXPECT_EQ(quad[t], want) << j << " " << t;
+    }
   }
-  // Counter 0, key 0: word 0 is 0x6627e8d5, its top 24 bits 0x6627e8.
-  EXPECT_EQ(philoxUniformAt(0, 0, 0), static_cast<float>(0x6627e8) / 16777216.0f);
+  // Counter 0, key 0 (KnownAnswerZero): elements 0-3 are the top 24 bits of its words.
+  const uint32_t kat[4] = {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u};
+  for (uint64_t t = 0; t < 4; ++t)
+    EXPECT_EQ(philoxUniformAt(0, 0, t), static_cast<float>(kat[t] >> 8) / 16777216.0f);
+  // A counter that wraps modulo 2^64: offset 2^64 - 1, quad 1 is counter 0.
+  EXPECT_EQ(philoxUniformAt(0, ~uint64_t{0}, 5), static_cast<float>(kat[1] >> 8) / 16777216.0f);
 }
 
 TEST(Philox, UniformRangeMeanAndReproducibility) {
@@ -58,10 +69,12 @@ TEST(Philox, UniformRangeMeanAndReproducibility) {
   // Standard error of the mean is sqrt(1/12 / n) ~ 0.0009; allow about 5 of them.
   EXPECT_NEAR(mean, 0.5, 0.005);
   EXPECT_NEAR(var, 1.0 / 12.0, 0.003);
-  // Same (seed, offset, i): same value. Offsets shift the stream: (offset 7, i) == (0, 7 + i).
+  // Same (seed, offset, i): same value. An offset counts calls, four elements each:
+  // (offset 7, i) == (offset 0, 28 + i), and offset 8 starts where offset 7's fifth element is.
   for (int i = 0; i < 1000; ++i) {
     EXPECT_EQ(philoxUniformAt(42, 7, static_cast<uint64_t>(i)), a[i]);
-    EXPECT_EQ(philoxUniformAt(42, 0, static_cast<uint64_t>(i) + 7), a[i]);
+    EXPECT_EQ(philoxUniformAt(42, 0, static_cast<uint64_t>(i) + 28), a[i]);
+    EXPECT_EQ(philoxUniformAt(42, 8, static_cast<uint64_t>(i)), a[i + 4]);
   }
   // A different seed gives a different stream.
   int same = 0;
