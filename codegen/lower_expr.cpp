@@ -128,6 +128,9 @@ std::vector<int> Ctx::collapse(const Value* root, const std::vector<bool>& barri
   std::function<void(const Value*)> walk = [&](const Value* v) {
     values.push_back(v);
     if (!inGroup(v) || !seen.insert(v->def()).second) return;
+    // A draw is a leaf: its value is a function of its row-major flat index, which merged
+    // dims keep (and merged rows let quad loops span row ends).
+    if (v->def()->op() == OpKind::PhiloxUniform) return;
     if (!isElementwise(v->def()->op())) pointwise = false;
     for (const Value* o : v->def()->operands()) walk(o);
   };
@@ -464,7 +467,7 @@ ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
   auto interleaveAtLeast = [&](int count) {
     if (interleave) k_.vectorInterleave = std::max(k_.vectorInterleave, count);
   };
-  const Shape& shape = n.result()->type().shape;
+  const Shape& shape = view(n.result());  // its own shape, or merged dims (same flat index)
   ExprP seed = at(n.operand(0), idx, pre);
   ExprP offset = at(n.operand(1), idx, pre);
   // The top 24 bits of a word, scaled to [0, 1) (exact in f32).

@@ -2,8 +2,8 @@
 // ir/philox.cpp's philoxUniformAt, bit for bit: sizes that leave remainders after the
 // interleaved vector loop (vector width x interleave elements an iteration), counters whose
 // high word changes inside a kernel (offsets just below 2^32) or that wrap at 2^64, seeds
-// using both halves; kernels run in several parallel chunks as the runtime splits them; last
-// dims that are multiples of 4 (quad loops: one Philox call for four elements) and others.
+// using both halves; kernels run in several parallel chunks as the runtime splits them; sizes
+// that are multiples of 4 (quad loops: one Philox call for four elements) and others.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -101,9 +101,9 @@ Tensor scalarF32(float v) {
 
 // Last dims that are multiples of 4 lower as quad loops (one call per four elements), the
 // others draw per element.
-const std::vector<Shape> kShapes = {{1},       {7},          {15},     {17},      {33},
-                                    {3, 130},  {2, 5, 67},   {4099},   {4},       {12},
-                                    {3, 20},   {2, 3, 36},   {5, 260}, {4096}};
+const std::vector<Shape> kShapes = {{1},      {7},        {15},       {17},     {33},  {3, 130},
+                                    {2, 5, 67}, {4099},   {4},        {12},     {3, 20},
+                                    {2, 3, 36}, {5, 260}, {4096},     {4, 7},   {2, 6, 9}};
 const std::vector<uint64_t> kOffsets = {0, (uint64_t{1} << 32) - 5, (uint64_t{1} << 32) - 2000,
                                         0xFFFFFFFFFFFFFFF0ull, 0x123456789ABCDEFull};
 const std::vector<uint64_t> kSeeds = {0, 0xDEADBEEFCAFEF00Dull};
@@ -186,9 +186,10 @@ TEST(PhiloxKernel, TheDrawIsVectorizedAndInterleaved) {
   EXPECT_GE(n, 15 * lk.kernel.vectorInterleave) << ir;
 }
 
-// A last dim that is a multiple of 4 lowers as a loop over quads: one Philox chain (ten
-// rounds, so ten assignments of a product) in the body, whose four words feed four stores.
-// Other last dims run a chain per element; without the quads (TGC_NO_PHILOX_QUADS) too.
+// A draw whose (merged) last dim is a multiple of 4 lowers as a loop over quads: one
+// Philox chain (ten rounds, so ten assignments of a product) for every four stores. Others
+// run a chain per element; without the quads (TGC_NO_PHILOX_QUADS) too. (A kernel may hold
+// several copies of its loop body: a last block of another length.)
 TEST(PhiloxKernel, AQuadLoopRunsOneCallForFourElements) {
   if (envFlag("TGC_NO_PHILOX_QUADS")) GTEST_SKIP() << "TGC_NO_PHILOX_QUADS is set";
   auto lowered = [](Shape shape) {
@@ -205,12 +206,19 @@ TEST(PhiloxKernel, AQuadLoopRunsOneCallForFourElements) {
     return std::distance(std::sregex_iterator(text.begin(), text.end(), re),
                          std::sregex_iterator());
   };
-  const std::string quads = lowered({40, 64});
-  EXPECT_EQ(count(quads, R"(ph_p0\w* = )"), 10) << quads;
-  EXPECT_EQ(count(quads, R"(\] = )"), 4) << quads;
-  const std::string single = lowered({40, 66});
-  EXPECT_EQ(count(single, R"(ph_p0\w* = )"), 10) << single;
-  EXPECT_EQ(count(single, R"(\] = )"), 1) << single;
+  // {40, 66} merges into one dim of 2640 elements: quads across the rows' ends.
+  for (Shape quads : {Shape{40, 64}, Shape{40, 66}, Shape{12}}) {
+    const std::string text = lowered(quads);
+    const auto chains = count(text, R"(ph_p0\w* = )") / 10;
+    EXPECT_GE(chains, 1) << text;
+    EXPECT_EQ(count(text, R"(\] = )"), 4 * chains) << text;
+  }
+  for (Shape single : {Shape{3}, Shape{41, 66}}) {
+    const std::string text = lowered(single);
+    const auto chains = count(text, R"(ph_p0\w* = )") / 10;
+    EXPECT_GE(chains, 1) << text;
+    EXPECT_EQ(count(text, R"(\] = )"), chains) << text;
+  }
 }
 
 }  // namespace
