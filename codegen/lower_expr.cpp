@@ -470,9 +470,12 @@ ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
   const Shape& shape = view(n.result());  // its own shape, or merged dims (same flat index)
   ExprP seed = at(n.operand(0), idx, pre);
   ExprP offset = at(n.operand(1), idx, pre);
-  // The top 24 bits of a word, scaled to [0, 1) (exact in f32).
+  // The top 24 bits of a word, scaled to [0, 1) (exact in f32). The mask is free where LLVM
+  // knows the word fits 32 bits; behind the per-element select it does not, and without
+  // the mask it converts i64 lanes to float one at a time.
   auto uniform = [&](ExprP word) {
-    ExprP u = kir::cast(bin(BinaryOp::Shr, std::move(word), num(8)), DType::f32);
+    ExprP top = bin(BinaryOp::And, bin(BinaryOp::Shr, std::move(word), num(8)), num(0xFFFFFF));
+    ExprP u = kir::cast(top, DType::f32);
     ExprP f = bin(BinaryOp::Mul, u, kir::constFloat(1.0 / 16777216.0, DType::f32));
     return kir::cast(f, computeType(n.result()->type().dtype));
   };
