@@ -89,11 +89,14 @@ void lowerPointwise(Ctx& c) {
     }
   };
   // A draw makes four elements per Philox call (ir/philox.h): iterate over quads of the
-  // last dim, so that one vector iteration runs one call per four elements, not four.
+  // last dim, so that one vector iteration runs one call per four elements, not four. Rows
+  // must hold whole quads, unless there is one row: then its last 1-3 elements (the tail)
+  // draw one by one, in the last parallel iteration.
   static const bool quads = !envFlag("TGC_NO_PHILOX_QUADS");
-  if (quads && c.draws() && shape.back() % 4 == 0) {
+  const int64_t last = shape.back();
+  if (quads && c.draws() && last >= 4 && (last % 4 == 0 || shape.size() == 1)) {
     Shape qs = shape;
-    qs.back() /= 4;
+    qs.back() = last / 4;
     parallelNest(c, qs, LoopKind::Vector, 4 * c.opsPerElement(), [&](const Index& q) {
       Stmts s;
       std::array<ExprP, 4> lanes;
@@ -107,6 +110,16 @@ void lowerPointwise(Ctx& c) {
       c.clearQuad();
       return s;
     });
+    if (last % 4 != 0) {
+      Stmts tail;
+      for (int64_t e = last / 4 * 4; e < last; ++e) {
+        c.newBody();  // at()'s memo compares index pointers: each constant index is new
+        stores({c.num(e)}, tail);
+      }
+      kir::Kernel& k = c.kernel();
+      k.body.push_back(kir::ifThen(
+          kir::binary(BinaryOp::Eq, c.var(k.parallelVar), c.num(k.parallelExtent - 1)), tail));
+    }
     return;
   }
   parallelNest(c, shape, LoopKind::Vector, c.opsPerElement(), [&](const Index& idx) {

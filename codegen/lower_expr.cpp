@@ -479,10 +479,11 @@ ExprP Ctx::philox(const Node& n, const Index& idx, Stmts& pre) {
     ExprP f = bin(BinaryOp::Mul, u, kir::constFloat(1.0 / 16777216.0, DType::f32));
     return kir::cast(f, computeType(n.result()->type().dtype));
   };
-  if (quadJ_ && !shape.empty() && shape.back() % 4 == 0) {
+  if (quadJ_ && !shape.empty() && (shape.back() % 4 == 0 || shape.size() == 1)) {
     for (int t = 0; t < 4; ++t) {
       if (idx.back() != quadLanes_[t]) continue;
-      // idx is (rows, 4j + t) and a row holds whole quads: the call is quad (rows, j).
+      // idx is (rows, 4j + t) and the rows hold whole quads (or there is one): the call is
+      // quad (rows, j).
       Index q = idx;
       q.back() = quadJ_;
       Shape qs = shape;

@@ -85,8 +85,8 @@ class Ctx {
   bool draws() const;
   // Quad loops (lowerPointwise): while set, a body computes the elements 4j .. 4j + 3 of
   // its innermost dim, lane t indexed by lanes[t] (= 4j + t, these very expressions). A
-  // draw whose last index is one of the lanes, over a last dim that is a multiple of 4,
-  // then runs one Philox call for its four lanes and gives each lane its word.
+  // draw whose last index is one of the lanes, over a last dim that is a multiple of 4 (or
+  // its only dim), then runs one Philox call for its four lanes and gives each its word.
   void setQuad(ExprP j, std::array<ExprP, 4> lanes) {
     quadJ_ = std::move(j);
     quadLanes_ = std::move(lanes);

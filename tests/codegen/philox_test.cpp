@@ -187,37 +187,56 @@ TEST(PhiloxKernel, TheDrawIsVectorizedAndInterleaved) {
 }
 
 // A draw whose (merged) last dim is a multiple of 4 lowers as a loop over quads: one
-// Philox chain (ten rounds, so ten assignments of a product) for every four stores. Others
-// run a chain per element; without the quads (TGC_NO_PHILOX_QUADS) too. (A kernel may hold
-// several copies of its loop body: a last block of another length.)
+// Philox chain (ten rounds, so ten assignments of a product) for every four stores; a single
+// row that is not ends in 1-3 elements of a chain each. Other draws run a chain per element;
+// without the quads (TGC_NO_PHILOX_QUADS) all do. (A kernel may hold several copies of its
+// loop body: a last block of another length.)
 TEST(PhiloxKernel, AQuadLoopRunsOneCallForFourElements) {
   if (envFlag("TGC_NO_PHILOX_QUADS")) GTEST_SKIP() << "TGC_NO_PHILOX_QUADS is set";
-  auto lowered = [](Shape shape) {
+  // x * philox_uniform, the draw transposed first when `transposed`.
+  auto lowered = [](Shape shape, bool transposed = false) {
     Kernel k;
     Value* x = k.in({F, shape});
     Value* seed = k.in({DType::i64, {}});
     Value* offset = k.in({DType::i64, {}});
-    Value* u = k.op(OpKind::PhiloxUniform, {seed, offset}, {{F, shape}});
+    Value* u = k.op(OpKind::PhiloxUniform, {seed, offset},
+                    {{F, transposed ? Shape{shape[1], shape[0]} : shape}});
+    if (transposed)
+      u = k.g.add(OpKind::Transpose, {u}, {{"perm", std::vector<int64_t>{1, 0}}},
+                  {fmt::format("v{}", k.g.size())})
+              ->result();
     k.op(OpKind::Mul, {u, x});
     return kir::print(k.lower().kernel);
   };
-  auto count = [](const std::string& text, const std::string& what) {
-    const std::regex re(what);
-    return std::distance(std::sregex_iterator(text.begin(), text.end(), re),
-                         std::sregex_iterator());
+  struct Counts {
+    int64_t chains, stores;
+  };
+  auto count = [](const std::string& text) {
+    auto n = [&](const char* what) {
+      const std::regex re(what);
+      return std::distance(std::sregex_iterator(text.begin(), text.end(), re),
+                           std::sregex_iterator());
+    };
+    return Counts{n(R"(ph_p0\w* = )") / 10, n(R"(\] = )")};
   };
   // {40, 66} merges into one dim of 2640 elements: quads across the rows' ends.
   for (Shape quads : {Shape{40, 64}, Shape{40, 66}, Shape{12}}) {
     const std::string text = lowered(quads);
-    const auto chains = count(text, R"(ph_p0\w* = )") / 10;
-    EXPECT_GE(chains, 1) << text;
-    EXPECT_EQ(count(text, R"(\] = )"), 4 * chains) << text;
+    const Counts c = count(text);
+    EXPECT_GE(c.chains, 1) << text;
+    EXPECT_EQ(c.stores, 4 * c.chains) << text;
   }
-  for (Shape single : {Shape{3}, Shape{41, 66}}) {
-    const std::string text = lowered(single);
-    const auto chains = count(text, R"(ph_p0\w* = )") / 10;
-    EXPECT_GE(chains, 1) << text;
-    EXPECT_EQ(count(text, R"(\] = )"), chains) << text;
+  {  // 2706 = 4 * 676 + 2: quad bodies, then two elements of their own
+    const std::string text = lowered({41, 66});
+    const Counts c = count(text);
+    EXPECT_GE(c.chains, 3) << text;
+    EXPECT_EQ(c.stores - 2, 4 * (c.chains - 2)) << text;
+  }
+  {  // a transposed draw: no merged dims, rows of 66 elements, no quads
+    const std::string text = lowered({40, 66}, true);
+    const Counts c = count(text);
+    EXPECT_GE(c.chains, 1) << text;
+    EXPECT_EQ(c.stores, c.chains) << text;
   }
 }
 
