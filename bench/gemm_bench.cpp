@@ -389,8 +389,10 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
     fmt::print("peer: tgc {} with kc {}, mc {}, nc {} (--alt {})\n\n", alt->config().name(), alt->config().kc,
                alt->config().mc, alt->config().nc, opts.alt);
   }
-  fmt::print("{:<30} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
-             alt ? "alt GF/s" : "OpenBLAS GF/s", alt ? "tgc/alt" : "tgc/OpenBLAS", "tgc/peak", "max|diff|");
+  // "runs": the slowest and fastest of tgc's runs as % of peak, so that a reader sees how
+  // far the host moved the figure it picked.
+  fmt::print("{:<30} {:>12} {:>14} {:>12} {:>10} {:>10} {:>10}\n", "shape (batch x MxNxK)", "tgc GFLOP/s",
+             alt ? "alt GF/s" : "OpenBLAS GF/s", alt ? "tgc/alt" : "tgc/OpenBLAS", "tgc/peak", "runs", "max|diff|");
   std::vector<double> ratios;
   struct {
     double flops = 0, tgcS = 0, blasS = 0;  // weighted by Case::count
@@ -458,8 +460,11 @@ std::vector<double> runShapes(const Options& opts, ThreadPool& pool, double peak
     total.flops += c.count * flops;
     total.tgcS += c.count * tgcS;
     total.blasS += c.count * blasS;
-    fmt::print("{:<30} {:>12.1f} {:>14.1f} {:>12.2f} {:>9.0f}% {:>10.1e}\n", c.name, gt, go, gt / go,
-               100 * gt / peak, diff);
+    const auto [fastS, slowS] = std::minmax_element(st.begin(), st.end());
+    const std::string runs = fmt::format("{:.0f}-{:.0f}%", 100 * flops / *slowS / 1e9 / peak,
+                                         100 * flops / *fastS / 1e9 / peak);
+    fmt::print("{:<30} {:>12.1f} {:>14.1f} {:>12.2f} {:>9.0f}% {:>10} {:>10.1e}\n", c.name, gt, go, gt / go,
+               100 * gt / peak, runs, diff);
     std::fflush(stdout);
   }
   if (opts.shapes == "step")
