@@ -15,6 +15,7 @@
 
 #include "codegen/attention_cpu.h"
 #include "codegen/library.h"
+#include "library_test_util.h"
 #include "ir/graph.h"
 #include "ir/interpreter.h"
 #include "ir/philox.h"
@@ -27,6 +28,7 @@ namespace tgc {
 namespace {
 
 using codegen::AttentionIsa;
+using library_test::runLibraryKernel;
 
 enum class MaskKind {
   None,
@@ -126,25 +128,6 @@ void build(Problem& p) {
   p.bwd = g.add(OpKind::FusedAttentionGrad, gops, attrs, {"dq", "dk", "dv"});
   g.setOutputs({p.fwd->result(0), p.fwd->result(1), p.bwd->result(0), p.bwd->result(1),
                 p.bwd->result(2)});
-}
-
-// Runs one node's library kernel on tensors; results typed from the node.
-std::vector<Tensor> runKernel(const Node& n, const std::vector<const Tensor*>& operands,
-                              ThreadPool& pool) {
-  codegen::LibraryKernel kernel = codegen::bindLibraryKernel(n);
-  std::vector<const void*> in;
-  for (const Tensor* t : operands) in.push_back(t->data());
-  std::vector<Tensor> out;
-  // Results start as NaN, not zeros: a kernel that adds into an output it should write, or
-  // skips part of one, fails the comparison instead of passing on a zero-filled tensor.
-  for (size_t r = 0; r < n.numResults(); ++r) {
-    Tensor& t = out.emplace_back(n.result(r)->type());
-    for (int64_t i = 0; i < t.numel(); ++i) t.setF(i, std::numeric_limits<double>::quiet_NaN());
-  }
-  std::vector<void*> outPtrs;
-  for (Tensor& t : out) outPtrs.push_back(t.data());
-  kernel(in.data(), outPtrs.data(), pool);
-  return out;
 }
 
 std::vector<const Tensor*> forwardOperands(const Problem& p) {
@@ -286,8 +269,8 @@ void checkAgainstReference(const Case& c, ThreadPool& pool) {
   Problem p;
   p.c = c;
   build(p);
-  std::vector<Tensor> fwd = runKernel(*p.fwd, forwardOperands(p), pool);
-  std::vector<Tensor> bwd = runKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+  std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+  std::vector<Tensor> bwd = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
   const Reference r = reference(p, fwd[0]);
   const double tol = tolerance(c.dtype);
   EXPECT_TRUE(near("out", fwd[0], r.out, tol));
@@ -432,8 +415,8 @@ TEST(AttentionKernel, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   p.c.mask = MaskKind::KeyPadding;  // batch item 1 has no key at all
   p.c.pDrop = 0.5;
   build(p);
-  std::vector<Tensor> fwd = runKernel(*p.fwd, forwardOperands(p), pool);
-  std::vector<Tensor> bwd = runKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+  std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+  std::vector<Tensor> bwd = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
   const int64_t perItem = p.c.h * p.c.tq;
   for (int64_t i = perItem; i < 2 * perItem; ++i) {
     EXPECT_EQ(fwd[1].getF(i), -std::numeric_limits<double>::infinity());
@@ -458,11 +441,11 @@ TEST(AttentionKernel, BackwardMatchesCentralDifferences) {
   p.c.pDrop = 0.2;
   p.c.dtype = DType::f64;
   build(p);
-  std::vector<Tensor> fwd = runKernel(*p.fwd, forwardOperands(p), pool);
-  std::vector<Tensor> grads = runKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+  std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+  std::vector<Tensor> grads = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
   const Tensor& dout = p.in.at("dout");
   auto loss = [&] {
-    Tensor out = runKernel(*p.fwd, forwardOperands(p), pool)[0];
+    Tensor out = runLibraryKernel(*p.fwd, forwardOperands(p), pool)[0];
     double l = 0;
     for (int64_t i = 0; i < out.numel(); ++i) l += out.getF(i) * dout.getF(i);
     return l;
@@ -527,8 +510,8 @@ TEST(AttentionKernel, MatchesTheInterpreter) {
       build(p);
       SCOPED_TRACE(describe(p.c));
       const std::vector<Tensor> want = interpret(p.g, p.in);
-      std::vector<Tensor> fwd = runKernel(*p.fwd, forwardOperands(p), pool);
-      std::vector<Tensor> bwd = runKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+      std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+      std::vector<Tensor> bwd = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
       const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),

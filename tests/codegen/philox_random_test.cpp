@@ -18,12 +18,15 @@
 
 #include "codegen/attention_cpu.h"
 #include "codegen/library.h"
+#include "library_test_util.h"
 #include "ir/interpreter.h"
 #include "lower_test_util.h"
 #include "runtime/thread_pool.h"
 
 namespace tgc::lower_test {
 namespace {
+
+using library_test::runLibraryKernel;
 
 // Offsets that make the 64-bit counter cross 2^32, 2^63 (the sign bit) or wrap at 2^64
 // inside the draw, or anything.
@@ -222,22 +225,6 @@ void build(Attention& a, std::mt19937_64& r, std::string& label) {
                   a.bwd->result(2)});
 }
 
-std::vector<Tensor> runKernel(const Node& n, const std::vector<const Tensor*>& operands,
-                              ThreadPool& pool) {
-  codegen::LibraryKernel kernel = codegen::bindLibraryKernel(n);
-  std::vector<const void*> in;
-  for (const Tensor* t : operands) in.push_back(t->data());
-  std::vector<Tensor> out;
-  std::vector<void*> outPtrs;
-  for (size_t i = 0; i < n.numResults(); ++i) {
-    Tensor& t = out.emplace_back(n.result(i)->type());
-    for (int64_t e = 0; e < t.numel(); ++e) t.setF(e, std::numeric_limits<double>::quiet_NaN());
-  }
-  for (Tensor& t : out) outPtrs.push_back(t.data());
-  kernel(in.data(), outPtrs.data(), pool);
-  return out;
-}
-
 // |got - want| <= tol * max(1, max |want|); infinities equal.
 void expectNear(const std::string& what, const Tensor& got, const Tensor& want, double tol) {
   double scale = 1;
@@ -266,10 +253,10 @@ TEST(PhiloxRandom, AttentionDropoutMatchesTheInterpreter) {
     const std::vector<Tensor> want = Interpreter().run(a.g, a.in);
     std::vector<const Tensor*> fin;
     for (const std::string& n : a.fwdIn) fin.push_back(&a.in.at(n));
-    std::vector<Tensor> fwd = runKernel(*a.fwd, fin, pool);
+    std::vector<Tensor> fwd = runLibraryKernel(*a.fwd, fin, pool);
     std::vector<const Tensor*> bin{fin[0], fin[1], fin[2], &fwd[0], &fwd[1], &a.in.at("dout")};
     bin.insert(bin.end(), fin.begin() + 3, fin.end());
-    std::vector<Tensor> bwd = runKernel(*a.bwd, bin, pool);
+    std::vector<Tensor> bwd = runLibraryKernel(*a.bwd, bin, pool);
     const double tol = a.in.at("q").dtype() == DType::f32 ? 2e-5 : 1e-11;
     const Tensor* got[] = {&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
     for (size_t i = 0; i < std::size(got); ++i)
