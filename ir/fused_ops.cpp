@@ -63,9 +63,7 @@ Shape checkAttention(const InferContext& c, size_t extra) {
   return batch;
 }
 
-}  // namespace
-
-std::vector<TensorType> inferFusedAttention(const InferContext& c) {
+std::vector<TensorType> inferAttentionBhtd(const InferContext& c) {
   Shape batch = checkAttention(c, 3);
   const TensorType &q = c.operands[0], &v = c.operands[2];
   Shape out = batch;
@@ -75,7 +73,7 @@ std::vector<TensorType> inferFusedAttention(const InferContext& c) {
   return {TensorType{q.dtype, out}, TensorType{q.dtype, lse}};
 }
 
-std::vector<TensorType> inferFusedAttentionGrad(const InferContext& c) {
+std::vector<TensorType> inferAttentionGradBhtd(const InferContext& c) {
   checkAttention(c, 6);
   const TensorType &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
   const TensorType &out = c.operands[3], &lse = c.operands[4], &dout = c.operands[5];
@@ -87,6 +85,56 @@ std::vector<TensorType> inferFusedAttentionGrad(const InferContext& c) {
   if (dout != wantOut) fail(fmt::format("dout {} must be {}", dout.str(), wantOut.str()));
   if (lse != wantLse) fail(fmt::format("lse {} must be {}", lse.str(), wantLse.str()));
   return {q, k, v};
+}
+
+// Layout bthd: the rule of bhtd on the operands read as [..., H, T, D] (`headOperands` lists
+// q, k, v, and out, dout for the gradient), its errors naming the shapes both ways.
+std::vector<TensorType> inferWithLayout(const InferContext& c, std::vector<size_t> headOperands,
+                                        InferFn bhtd) {
+  if (attentionLayoutOf(attrOr<std::string>(c, "layout", "bhtd")) == AttentionLayout::Bhtd)
+    return bhtd(c);
+  std::vector<TensorType> logical(c.operands.begin(), c.operands.end());
+  std::string both;
+  for (size_t i : headOperands) {
+    if (i >= logical.size()) continue;  // too few operands: the bhtd rule says so
+    if (logical[i].rank() < 3)
+      fail(fmt::format("layout bthd needs operands of rank >= 3 ([..., T, H, D]), not {}",
+                       logical[i].str()));
+    logical[i].shape = bthdAsBhtd(logical[i].shape);
+    both += fmt::format("{}{} as {}", both.empty() ? "" : ", ", c.operands[i].str(),
+                        logical[i].str());
+  }
+  try {
+    return bhtd(InferContext{logical, c.attrs, c.declared});
+  } catch (const ShapeError& e) {
+    throw ShapeError(fmt::format("layout bthd ({}): {}", both, e.what()));
+  }
+}
+
+}  // namespace
+
+AttentionLayout attentionLayoutOf(const std::string& name) {
+  if (name == "bhtd") return AttentionLayout::Bhtd;
+  if (name == "bthd") return AttentionLayout::Bthd;
+  fail(fmt::format("layout must be \"bhtd\" or \"bthd\", not \"{}\"", name));
+}
+
+Shape bthdAsBhtd(Shape s) {
+  const size_t r = s.size();
+  std::swap(s[r - 3], s[r - 2]);
+  return s;
+}
+
+std::vector<TensorType> inferFusedAttention(const InferContext& c) {
+  std::vector<TensorType> r = inferWithLayout(c, {0, 1, 2}, inferAttentionBhtd);
+  if (attentionLayoutOf(attrOr<std::string>(c, "layout", "bhtd")) == AttentionLayout::Bthd)
+    r[0].shape = bthdAsBhtd(r[0].shape);  // out [..., Tq, H, Dv]; lse stays [..., H, Tq]
+  return r;
+}
+
+std::vector<TensorType> inferFusedAttentionGrad(const InferContext& c) {
+  inferWithLayout(c, {0, 1, 2, 3, 5}, inferAttentionGradBhtd);
+  return {c.operands[0], c.operands[1], c.operands[2]};
 }
 
 std::vector<TensorType> inferSoftmaxCrossEntropy(const InferContext& c) {

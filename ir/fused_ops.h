@@ -17,8 +17,17 @@
 //     out[i]   = sum over j of p_dropped[i, j] * v[j]       [..., Tq, Dv]
 //     lse                                                   [..., Tq], q's dtype
 //
+//   layout "bhtd" (the default) is the above; "bthd" ("heads inside rows", what the
+//   projection GEMMs write once reshaped) stores q, k, v and out as [..., T, H, D]: the
+//   op reads them as their [..., H, T, D] transposes (dims -3 and -2 swapped) and writes out
+//   in the same layout. lse stays [..., H, Tq], and the mask and the dropout's index space
+//   keep their meaning over [..., H, Tq, Tk]. It is the fused op of
+//   transpose(attention(transpose(q), transpose(k), transpose(v))) with perm [0, 2, 1, 3],
+//   without the four copies (passes/fuse_attention.cpp folds them).
+//
 // fused_attention_grad(q, k, v, out, lse, dout [, mask] [, seed, offset]) -> dq, dk, dv
-//   Same attributes as the forward. Recomputes p from lse (never stores [Tq, Tk]):
+//   Same attributes as the forward (layout bthd: out, dout, dq, dk, dv too are
+//   [..., T, H, D]). Recomputes p from lse (never stores [Tq, Tk]):
 //     z[i, j]   = dropout keep factor (0 or 1/(1-p_drop)), 1 without dropout
 //     dv        = (p * z)^T dout
 //     dpz[i, j] = dot(dout[i], v[j]);   dp = dpz * z
@@ -43,11 +52,18 @@
 //     dx = rstd * (g - mean_D(g) - xhat * mean_D(g * xhat)),   g = dy * gamma
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ir/op_table.h"
 
 namespace tgc {
+
+// fused_attention's layout attribute; throws ShapeError for a name other than the two.
+enum class AttentionLayout { Bhtd, Bthd };
+AttentionLayout attentionLayoutOf(const std::string& name);
+// A bthd operand's shape [..., T, H, D] as the op reads it, [..., H, T, D] (rank >= 3).
+Shape bthdAsBhtd(Shape s);
 
 std::vector<TensorType> inferFusedAttention(const InferContext& c);
 std::vector<TensorType> inferFusedAttentionGrad(const InferContext& c);

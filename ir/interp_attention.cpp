@@ -8,11 +8,15 @@
 // with p and 1 / (1 - p) constants of x's dtype, so the interpreter compares the uniform value
 // (rounded to the dtype) with p rounded to the dtype, and multiplies by the factor rounded to
 // the dtype. Under promote_to_f64 that dtype is f64 and nothing is rounded.
+//
+// Layout bthd is read and written through its index map (Attention::at): the loops below
+// see [batch, T, D] rows of a batch entry b = (outer, h) either way.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
 
+#include "ir/fused_ops.h"
 #include "ir/interp_fused.h"
 #include "ir/philox.h"
 
@@ -45,6 +49,8 @@ struct Attention {
   double scale = 1;
   bool causal = false;
   int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  // Layout bthd: the heads H of [..., T, H, D] (batch entry b is head b % H), else 1.
+  int64_t heads = 1;
   // Mask: per-batch base offset and the strides of i and j in the mask (0 where broadcast).
   const Tensor* mask = nullptr;
   std::vector<int64_t> maskBase;
@@ -64,10 +70,16 @@ struct Attention {
     if (in.size() != want)
       fail(n, fmt::format("has {} operands; has_mask={} and p_drop={} need {}", in.size(),
                           hasMask, pDrop, want));
-    const Shape &qs = in[0]->shape(), &ks = in[1]->shape(), &vs = in[2]->shape();
-    const size_t r = qs.size();
-    if (r < 2 || ks.size() != r || vs.size() != r)
-      fail(n, "q, k and v must have one rank >= 2");
+    const bool bthd = attentionLayoutOf(n.attrString("layout")) == AttentionLayout::Bthd;
+    const size_t minRank = bthd ? 3 : 2;
+    const size_t r = in[0]->shape().size();
+    if (r < minRank || in[1]->shape().size() != r || in[2]->shape().size() != r)
+      fail(n, fmt::format("q, k and v must have one rank >= {}", minRank));
+    if (bthd) heads = in[0]->shape()[r - 2];
+    // The shapes as the loops read them, [..., H, T, D].
+    const Shape qs = bthd ? bthdAsBhtd(in[0]->shape()) : in[0]->shape();
+    const Shape ks = bthd ? bthdAsBhtd(in[1]->shape()) : in[1]->shape();
+    const Shape vs = bthd ? bthdAsBhtd(in[2]->shape()) : in[2]->shape();
     for (size_t i = 0; i + 2 < r; ++i) {
       if (ks[i] != qs[i] || vs[i] != qs[i]) fail(n, "q, k and v must have equal batch dims");
       batch *= qs[i];
@@ -114,6 +126,33 @@ struct Attention {
     }
   }
 
+  // Where row t of batch entry b, column c, of an operand with rows of `width` lies: b * T + t
+  // in [batch, T, width], ((b / H) * T + t) * H + b % H in bthd's [outer, T, H, width].
+  int64_t at(int64_t b, int64_t t, int64_t T, int64_t c, int64_t width) const {
+    return (((b / heads) * T + t) * heads + b % heads) * width + c;
+  }
+
+  // x's elements in [batch, T, width] order.
+  std::vector<double> rows(const Tensor& x, int64_t T, int64_t width) const {
+    std::vector<double> phys = x.toDoubles();
+    if (heads == 1) return phys;
+    std::vector<double> out(phys.size());
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < width; ++c)
+          out[static_cast<size_t>((b * T + t) * width + c)] =
+              phys[static_cast<size_t>(at(b, t, T, c, width))];
+    return out;
+  }
+
+  // Stores x in [batch, T, width] order into tensor y of the layout.
+  void store(Tensor& y, const std::vector<double>& x, int64_t T, int64_t width) const {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < width; ++c)
+          y.setF(at(b, t, T, c, width), x[static_cast<size_t>((b * T + t) * width + c)]);
+  }
+
   bool allowed(int64_t b, int64_t i, int64_t j) const {
     if (causal && j > i) return false;
     if (!mask) return true;
@@ -141,7 +180,8 @@ struct Attention {
 
 void referenceFusedAttention(const Node& n, const RefOperands& in, std::vector<Tensor>& outs) {
   Attention a(n, in, 3, outs.at(0).dtype());
-  const std::vector<double> q = in[0]->toDoubles(), k = in[1]->toDoubles(), v = in[2]->toDoubles();
+  const std::vector<double> q = a.rows(*in[0], a.tq, a.d), k = a.rows(*in[1], a.tk, a.d),
+                            v = a.rows(*in[2], a.tk, a.dv);
   std::vector<double> s(static_cast<size_t>(a.tk)), acc(static_cast<size_t>(a.dv));
   std::vector<bool> ok(static_cast<size_t>(a.tk));
   for (int64_t b = 0; b < a.batch; ++b)
@@ -170,7 +210,8 @@ void referenceFusedAttention(const Node& n, const RefOperands& in, std::vector<T
         const double* vj = &v[static_cast<size_t>((b * a.tk + j) * a.dv)];
         for (int64_t c = 0; c < a.dv; ++c) acc[static_cast<size_t>(c)] += p * vj[c];
       }
-      for (int64_t c = 0; c < a.dv; ++c) outs[0].setF(row * a.dv + c, acc[static_cast<size_t>(c)]);
+      for (int64_t c = 0; c < a.dv; ++c)
+        outs[0].setF(a.at(b, i, a.tq, c, a.dv), acc[static_cast<size_t>(c)]);
       outs[1].setF(row, m + std::log(sum));
     }
 }
@@ -183,8 +224,10 @@ void referenceFusedAttentionGrad(const Node& n, const RefOperands& in, std::vect
     fail(n, fmt::format("out {}, lse {} and dout {} do not fit q {} and v {}", outT.type().str(),
                         lseT.type().str(), doutT.type().str(), in[0]->type().str(),
                         in[2]->type().str()));
-  const std::vector<double> q = in[0]->toDoubles(), k = in[1]->toDoubles(), v = in[2]->toDoubles();
-  const std::vector<double> out = outT.toDoubles(), lse = lseT.toDoubles(), dout = doutT.toDoubles();
+  const std::vector<double> q = a.rows(*in[0], a.tq, a.d), k = a.rows(*in[1], a.tk, a.d),
+                            v = a.rows(*in[2], a.tk, a.dv);
+  const std::vector<double> out = a.rows(outT, a.tq, a.dv), lse = lseT.toDoubles(),
+                            dout = a.rows(doutT, a.tq, a.dv);
   std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
   std::vector<double> p(static_cast<size_t>(a.tk)), dp(static_cast<size_t>(a.tk));
   for (int64_t b = 0; b < a.batch; ++b)
@@ -224,9 +267,9 @@ void referenceFusedAttentionGrad(const Node& n, const RefOperands& in, std::vect
         }
       }
     }
-  for (size_t i = 0; i < dq.size(); ++i) outs[0].setF(static_cast<int64_t>(i), dq[i]);
-  for (size_t i = 0; i < dk.size(); ++i) outs[1].setF(static_cast<int64_t>(i), dk[i]);
-  for (size_t i = 0; i < dv.size(); ++i) outs[2].setF(static_cast<int64_t>(i), dv[i]);
+  a.store(outs[0], dq, a.tq, a.d);
+  a.store(outs[1], dk, a.tk, a.d);
+  a.store(outs[2], dv, a.tk, a.dv);
 }
 
 }  // namespace tgc

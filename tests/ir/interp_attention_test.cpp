@@ -1,10 +1,13 @@
 // Interpreter: the reference fused_attention and fused_attention_grad (ir/fused_ops.h) on
 // cases small enough to work out by hand, the dropout stream against the unfused graph the
-// frontend writes, and errors that name the node.
+// frontend writes, layout bthd against the bhtd op on transposed tensors, and errors that
+// name the node (or, from the shape rule, both shapes of a bthd operand).
 #include <cmath>
+#include <random>
 
 #include "ir/builder.h"
 #include "ir/interp_fused.h"
+#include "ir/op_table.h"
 #include "tests/ir/interp_test_util.h"
 
 namespace tgc {
@@ -13,6 +16,19 @@ namespace {
 using namespace interp_test;
 
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+// x [d0, d1, d2, d3] with dims 1 and 2 swapped (written out here, independent of the op).
+Tensor swap12(const Tensor& x) {
+  const Shape& s = x.shape();
+  Tensor y(ty(x.dtype(), {s[0], s[2], s[1], s[3]}));
+  for (int64_t a = 0; a < s[0]; ++a)
+    for (int64_t b = 0; b < s[1]; ++b)
+      for (int64_t c = 0; c < s[2]; ++c)
+        for (int64_t d = 0; d < s[3]; ++d)
+          y.setF(((a * s[2] + c) * s[1] + b) * s[3] + d,
+                 x.getF(((a * s[1] + b) * s[2] + c) * s[3] + d));
+  return y;
+}
 
 INTERP_OP_TEST(FusedAttention, CausalMaskAndFullyMaskedRows) {
   // q = [[1], [2]], k = [[0], [1]], v = identity: row i's output is its probabilities.
@@ -146,6 +162,73 @@ INTERP_OP_TEST(FusedAttentionGrad, FullyMaskedRowsGiveZeroGradients) {
   expectExact(grads[0], ty(DType::f64, {2, 1}), {0, 0});
   expectExact(grads[1], ty(DType::f64, {2, 1}), {0, 0});
   expectExact(grads[2], ty(DType::f64, {2, 1}), {0, 0});
+}
+
+INTERP_OP_TEST(FusedAttention, BthdLayoutIsTheBhtdOpOnTransposedTensors) {
+  // [B=2, T, H=3, D]: out, dq, dk, dv are the bhtd results transposed back, lse the same;
+  // with a full mask, causal and dropout (both index [B, H, Tq, Tk]).
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  auto random = [&](Shape s) {
+    Tensor t(ty(DType::f64, s));
+    for (int64_t i = 0; i < t.numel(); ++i) t.setF(i, u(rng));
+    return t;
+  };
+  const int64_t tq = 4, tk = 4;
+  Tensor q = random({2, tq, 3, 5}), k = random({2, tk, 3, 5}), v = random({2, tk, 3, 6});
+  Tensor dout = random({2, tq, 3, 6});
+  Tensor mask(ty(DType::boolean, {2, 3, tq, tk}));
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.setI(i, static_cast<int64_t>(rng() % 3 != 0));
+  Tensor seed = TI(DType::i64, {}, {77}), offset = TI(DType::i64, {}, {9});
+  AttrMap attrs{{"scale", 0.4}, {"causal", true}, {"has_mask", true}, {"p_drop", 0.2}};
+  AttrMap bthd = attrs;
+  bthd["layout"] = std::string("bthd");
+  auto want = runOpResults(OpKind::FusedAttention,
+                           {swap12(q), swap12(k), swap12(v), mask, seed, offset}, attrs);
+  auto got = runOpResults(OpKind::FusedAttention, {q, k, v, mask, seed, offset}, bthd);
+  expectNear(got[0], ty(DType::f64, {2, tq, 3, 6}), swap12(want[0]).toDoubles(), 1e-15);
+  expectNear(got[1], want[1].type(), want[1].toDoubles(), 1e-15);
+  auto wantGrad = runOpResults(OpKind::FusedAttentionGrad,
+                               {swap12(q), swap12(k), swap12(v), want[0], want[1], swap12(dout),
+                                mask, seed, offset},
+                               attrs);
+  auto gotGrad = runOpResults(OpKind::FusedAttentionGrad,
+                              {q, k, v, got[0], got[1], dout, mask, seed, offset}, bthd);
+  for (size_t r = 0; r < 3; ++r)
+    expectNear(gotGrad[r], gotGrad[r].type(), swap12(wantGrad[r]).toDoubles(), 1e-15);
+  EXPECT_EQ(gotGrad[0].type(), q.type());
+  EXPECT_EQ(gotGrad[2].type(), v.type());
+}
+
+INTERP_OP_TEST(FusedAttention, BthdShapeErrorsNameBothShapes) {
+  AttrMap bthd{{"scale", 1.0}, {"layout", std::string("bthd")}};
+  auto error = [](std::vector<TensorType> ops, AttrMap attrs) -> std::string {
+    try {
+      inferResultTypes(OpKind::FusedAttention, ops, attrs, {});
+    } catch (const ShapeError& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  // k's heads differ from q's: the batch dims [B, H] of the transposed shapes disagree.
+  std::string msg = error({ty(DType::f32, {2, 5, 3, 4}), ty(DType::f32, {2, 5, 2, 4}),
+                           ty(DType::f32, {2, 5, 3, 4})}, bthd);
+  EXPECT_NE(msg.find("f32[2,5,2,4] as f32[2,2,5,4]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("equal batch dims"), std::string::npos) << msg;
+  msg = error({ty(DType::f32, {5, 4}), ty(DType::f32, {5, 4}), ty(DType::f32, {5, 4})}, bthd);
+  EXPECT_NE(msg.find("rank >= 3"), std::string::npos) << msg;
+  AttrMap bad{{"scale", 1.0}, {"layout", std::string("tbhd")}};
+  msg = error({ty(DType::f32, {2, 5, 3, 4}), ty(DType::f32, {2, 5, 3, 4}),
+               ty(DType::f32, {2, 5, 3, 4})}, bad);
+  EXPECT_NE(msg.find("\"tbhd\""), std::string::npos) << msg;
+  // Well formed: out [B, Tq, H, Dv], lse [B, H, Tq].
+  const auto types = inferResultTypes(OpKind::FusedAttention,
+                                      std::vector<TensorType>{ty(DType::f32, {2, 5, 3, 4}),
+                                                              ty(DType::f32, {2, 7, 3, 4}),
+                                                              ty(DType::f32, {2, 7, 3, 6})},
+                                      bthd, {});
+  EXPECT_EQ(types[0], ty(DType::f32, {2, 5, 3, 6}));
+  EXPECT_EQ(types[1], ty(DType::f32, {2, 3, 5}));
 }
 
 INTERP_OP_TEST(FusedAttention, BadOperandsNameTheNode) {
