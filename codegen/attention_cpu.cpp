@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "ir/fused_ops.h"
 #include "ir/graph.h"
 #include "ir/philox.h"
 #include "runtime/thread_pool.h"
@@ -549,19 +550,20 @@ struct RowRules {
   }
 };
 
-// Copies rows [r0, r0 + rows) of src [*, cols] into dst [rows, ld] (zero padding on the
-// right), or transposed into dst [cols, ld] (zero padding below the rows).
+// Copies rows [r0, r0 + rows) of src [*, cols] (row stride lds) into dst [rows, ld] (zero
+// padding on the right), or transposed into dst [cols, ld] (zero padding below the rows).
 template <class T>
-void copyRows(const T* src, int64_t r0, int64_t rows, int64_t cols, T* dst, int64_t ld) {
+void copyRows(const T* src, int64_t r0, int64_t rows, int64_t cols, int64_t lds, T* dst,
+              int64_t ld) {
   for (int64_t r = 0; r < rows; ++r) {
-    std::copy(src + (r0 + r) * cols, src + (r0 + r + 1) * cols, dst + r * ld);
+    std::copy_n(src + (r0 + r) * lds, cols, dst + r * ld);
     std::fill(dst + r * ld + cols, dst + (r + 1) * ld, T(0));
   }
 }
 template <class T>
 void copyRowsTransposed(const Prims<T>& pr, const T* src, int64_t r0, int64_t rows,
-                        int64_t cols, T* dst, int64_t ld) {
-  pr.transpose(src + r0 * cols, cols, rows, cols, dst, ld);
+                        int64_t cols, int64_t lds, T* dst, int64_t ld) {
+  pr.transpose(src + r0 * lds, lds, rows, cols, dst, ld);
   if (rows < ld)
     for (int64_t c = 0; c < cols; ++c) std::fill(dst + c * ld + rows, dst + (c + 1) * ld, T(0));
 }
@@ -569,6 +571,14 @@ void copyRowsTransposed(const Prims<T>& pr, const T* src, int64_t r0, int64_t ro
 // Whether rows of n elements serve as a block product's B operand or output as they are
 // (no padded copy): n a multiple of the column padding.
 bool unpadded(int64_t n) { return n % kPad == 0; }
+
+// Batch item b's rows of an operand with rows of `width` and T rows per item: where they
+// start and their stride. [batch, T, width] when heads = 1; layout bthd's
+// [batch / heads, T, heads, width] (item b is head b % heads) otherwise.
+int64_t rowStride(const AttentionParams& p, int64_t width) { return p.heads * width; }
+int64_t itemBase(const AttentionParams& p, int64_t b, int64_t T, int64_t width) {
+  return ((b / p.heads) * T * p.heads + b % p.heads) * width;
+}
 
 // Causal: in a block pair (queries i0 + r, keys j0 + c), row r needs only the keys
 // c <= i0 + r - j0. The rows go in groups of kPad, each group's block products cut at the
@@ -621,19 +631,21 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const int64_t rows = std::min(kBlockQ, p.tq - i0), dvp = padded(p.dv);
   const RowRules<T> rules(p, pr, mask, b);
   const int64_t tk = rules.keysUsed();
-  const T* qb = q + (b * p.tq + i0) * p.d;
-  const T* kb = k + b * p.tk * p.d;
-  const T* vb = v + b * p.tk * p.dv;
+  const int64_t ldq = rowStride(p, p.d), ldv = rowStride(p, p.dv);  // k as q, out as v
+  const T* qb = q + itemBase(p, b, p.tq, p.d) + i0 * ldq;
+  const T* kb = k + itemBase(p, b, p.tk, p.d);
+  const T* vb = v + itemBase(p, b, p.tk, p.dv);
   std::fill_n(w.m.begin(), rows, ninf);
   std::fill_n(w.l.begin(), rows, T(0));
   if (w.head != b) {
     for (int64_t j0 = 0; j0 < tk; j0 += kBlockK)
-      copyRowsTransposed(pr, kb, j0, std::min(kBlockK, tk - j0), p.d, w.kt.data() + j0 * p.d,
-                         padded(std::min(kBlockK, tk - j0)));
-    if (!unpadded(p.dv)) copyRows(vb, 0, tk, p.dv, w.vp.data(), dvp);
+      copyRowsTransposed(pr, kb, j0, std::min(kBlockK, tk - j0), p.d, ldq,
+                         w.kt.data() + j0 * p.d, padded(std::min(kBlockK, tk - j0)));
+    if (!unpadded(p.dv)) copyRows(vb, 0, tk, p.dv, ldv, w.vp.data(), dvp);
     w.head = b;
   }
-  const T* vrows = unpadded(p.dv) ? vb : w.vp.data();  // [tk, dvp]
+  const T* vrows = unpadded(p.dv) ? vb : w.vp.data();  // [tk, dvp] with row stride ldvRows
+  const int64_t ldvRows = unpadded(p.dv) ? ldv : dvp;
   const int64_t keyEnd = p.causal ? std::min(tk, i0 + rows) : tk;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, tk - j0), colsP = padded(cols);
@@ -643,7 +655,7 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
       const int64_t gCols = keysNeeded(p, i0 + r1, j0, cols), gColsP = padded(gCols);
       if (gCols == 0) continue;  // (only when j0 > 0: o is already written)
       // s = scale * q k^T, then p = exp(s - m_new) with the running max.
-      pr.gemm(r1 - r0, gColsP, p.d, qb + r0 * p.d, p.d, 1, kt, colsP, w.s.data() + r0 * colsP,
+      pr.gemm(r1 - r0, gColsP, p.d, qb + r0 * ldq, ldq, 1, kt, colsP, w.s.data() + r0 * colsP,
               colsP, static_cast<T>(p.scale), false);
       for (int64_t r = r0; r < r1; ++r) {
         T* sr = w.s.data() + r * colsP;
@@ -669,12 +681,12 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
           for (int64_t c = 0; c < dvp; ++c) orow[c] *= corr;
         }
       }
-      pr.gemm(r1 - r0, dvp, gCols, w.s.data() + r0 * colsP, colsP, 1, vrows + j0 * dvp, dvp,
-              w.o.data() + r0 * dvp, dvp, T(1), j0 > 0);
+      pr.gemm(r1 - r0, dvp, gCols, w.s.data() + r0 * colsP, colsP, 1, vrows + j0 * ldvRows,
+              ldvRows, w.o.data() + r0 * dvp, dvp, T(1), j0 > 0);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    T* orow = out + (b * p.tq + i0 + r) * p.dv;
+    T* orow = out + itemBase(p, b, p.tq, p.dv) + (i0 + r) * ldv;
     const T* acc = w.o.data() + r * dvp;
     if (w.l[r] == T(0)) {  // no allowed key at all
       lse[b * p.tq + i0 + r] = ninf;
@@ -732,41 +744,52 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const bool directD = unpadded(p.d), directDv = unpadded(p.dv);
   const RowRules<T> rules(p, pr, mask, b);
   const int64_t tk = rules.keysUsed();
-  const T* qb = q + b * p.tq * p.d;
-  const T* kb = k + b * p.tk * p.d;
-  const T* vb = v + b * p.tk * p.dv;
-  const T* ob = out + b * p.tq * p.dv;
-  const T* dob = dout + b * p.tq * p.dv;
+  // Row strides: k, dq, dk as q's (ldq); v, out, dout, dv as ldv.
+  const int64_t ldq = rowStride(p, p.d), ldv = rowStride(p, p.dv);
+  const int64_t qBase = itemBase(p, b, p.tq, p.d), kBase = itemBase(p, b, p.tk, p.d);
+  const int64_t vBase = itemBase(p, b, p.tk, p.dv), oBase = itemBase(p, b, p.tq, p.dv);
+  const T* qb = q + qBase;
+  const T* kb = k + kBase;
+  const T* vb = v + vBase;
+  const T* ob = out + oBase;
+  const T* dob = dout + oBase;
   const T* lb = lse + b * p.tq;
-  // q and dout with rows of dp / dvp, and where dq [tq, dp] accumulates.
-  if (!directD) copyRows(qb, 0, p.tq, p.d, w.qp.data(), dp);
-  if (!directDv) copyRows(dob, 0, p.tq, p.dv, w.dop.data(), dvp);
+  // q and dout with rows of dp / dvp, and where dq [tq, dp] accumulates (each with its row
+  // stride: the operand's in place, the padded width in a copy).
+  if (!directD) copyRows(qb, 0, p.tq, p.d, ldq, w.qp.data(), dp);
+  if (!directDv) copyRows(dob, 0, p.tq, p.dv, ldv, w.dop.data(), dvp);
   const T* qrows = directD ? qb : w.qp.data();
   const T* dorows = directDv ? dob : w.dop.data();
-  T* dqAcc = directD ? dq + b * p.tq * p.d : w.dq.data();  // written, not added to, at j0 = 0
-  if (tk == 0) std::fill_n(dqAcc, p.tq * dp, T(0));
+  const int64_t ldQrows = directD ? ldq : dp, ldDorows = directDv ? ldv : dvp;
+  T* dqAcc = directD ? dq + qBase : w.dq.data();  // written, not added to, at j0 = 0
+  const int64_t ldDq = directD ? ldq : dp, ldDk = ldDq, ldDv = directDv ? ldv : dvp;
+  if (tk == 0)
+    for (int64_t i = 0; i < p.tq; ++i) std::fill_n(dqAcc + i * ldDq, dp, T(0));
   // The keys past tk get no gradient.
-  std::fill(dk + (b * p.tk + tk) * p.d, dk + (b + 1) * p.tk * p.d, T(0));
-  std::fill(dv + (b * p.tk + tk) * p.dv, dv + (b + 1) * p.tk * p.dv, T(0));
+  for (int64_t j = tk; j < p.tk; ++j) {
+    std::fill_n(dk + kBase + j * ldq, p.d, T(0));
+    std::fill_n(dv + vBase + j * ldv, p.dv, T(0));
+  }
   for (int64_t i = 0; i < p.tq; ++i)
-    w.delta[static_cast<size_t>(i)] = pr.dot(dob + i * p.dv, ob + i * p.dv, p.dv);
+    w.delta[static_cast<size_t>(i)] = pr.dot(dob + i * ldv, ob + i * ldv, p.dv);
   const T scale = static_cast<T>(p.scale);
   for (int64_t j0 = 0; j0 < tk; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, tk - j0), colsP = padded(cols);
-    copyRowsTransposed(pr, kb, j0, cols, p.d, w.kt.data(), colsP);
-    copyRowsTransposed(pr, vb, j0, cols, p.dv, w.vt.data(), colsP);
-    if (!directD) copyRows(kb, j0, cols, p.d, w.kp.data(), dp);
-    const T* krows = directD ? kb + j0 * p.d : w.kp.data();
+    copyRowsTransposed(pr, kb, j0, cols, p.d, ldq, w.kt.data(), colsP);
+    copyRowsTransposed(pr, vb, j0, cols, p.dv, ldv, w.vt.data(), colsP);
+    if (!directD) copyRows(kb, j0, cols, p.d, ldq, w.kp.data(), dp);
+    const T* krows = directD ? kb + j0 * ldq : w.kp.data();  // row stride ldDk
     // This key block's dk [cols, dp] and dv [cols, dvp] accumulate here (written, not added
     // to, by the first query block).
-    T* dkAcc = directD ? dk + (b * p.tk + j0) * p.d : w.dk.data();
-    T* dvAcc = directDv ? dv + (b * p.tk + j0) * p.dv : w.dv.data();
+    T* dkAcc = directD ? dk + kBase + j0 * ldq : w.dk.data();
+    T* dvAcc = directDv ? dv + vBase + j0 * ldv : w.dv.data();
     // Causal: query blocks whose last row is before j0 see none of these keys.
     const int64_t firstQ = p.causal ? j0 / kBlockQ * kBlockQ : 0;
-    if (firstQ >= p.tq) {  // no query at all (tq = 0)
-      std::fill_n(dkAcc, cols * dp, T(0));
-      std::fill_n(dvAcc, cols * dvp, T(0));
-    }
+    if (firstQ >= p.tq)  // no query at all (tq = 0)
+      for (int64_t c = 0; c < cols; ++c) {
+        std::fill_n(dkAcc + c * ldDk, dp, T(0));
+        std::fill_n(dvAcc + c * ldDv, dvp, T(0));
+      }
     for (int64_t i0 = firstQ; i0 < p.tq; i0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, p.tq - i0);
       const T* pz = p.pDrop > 0 ? w.pz.data() : w.s.data();  // p * z
@@ -775,7 +798,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
         const int64_t r1 = std::min(rows, r0 + causalGroup(p, rows));
         const int64_t gCols = keysNeeded(p, i0 + r1, j0, cols), gColsP = padded(gCols);
         // p = exp(scale * q k^T - lse), 0 where disallowed or the row has no allowed key.
-        pr.gemm(r1 - r0, gColsP, p.d, qb + (i0 + r0) * p.d, p.d, 1, w.kt.data(), colsP,
+        pr.gemm(r1 - r0, gColsP, p.d, qb + (i0 + r0) * ldq, ldq, 1, w.kt.data(), colsP,
                 w.s.data() + r0 * colsP, colsP, scale, false);
         for (int64_t r = r0; r < r1; ++r) {
           T* sr = w.s.data() + r * colsP;
@@ -788,7 +811,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
           pr.exp(sr, gColsP, l);
         }
         // dp (before dropout) = dout v^T.
-        pr.gemm(r1 - r0, gColsP, p.dv, dob + (i0 + r0) * p.dv, p.dv, 1, w.vt.data(), colsP,
+        pr.gemm(r1 - r0, gColsP, p.dv, dob + (i0 + r0) * ldv, ldv, 1, w.vt.data(), colsP,
                 w.ds.data() + r0 * colsP, colsP, T(1), false);
         // pz = p * z; ds = p * (dp * z - delta).
         if (p.pDrop > 0) {
@@ -812,8 +835,8 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
           for (int64_t c = 0; c < gColsP; ++c) dr[c] = sr[c] * (dr[c] - dl);
         }
         // dq += scale ds k.
-        pr.gemm(r1 - r0, dp, gCols, w.ds.data() + r0 * colsP, colsP, 1, krows, dp,
-                dqAcc + (i0 + r0) * dp, dp, scale, j0 > 0);
+        pr.gemm(r1 - r0, dp, gCols, w.ds.data() + r0 * colsP, colsP, 1, krows, ldDk,
+                dqAcc + (i0 + r0) * ldDq, ldDq, scale, j0 > 0);
       }
       // Key groups: dv += pz^T dout and dk += scale ds^T q over the query rows that see
       // them (under causal, from row j0 + c0 - i0 on; those rows' groups computed these
@@ -822,20 +845,22 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
         const int64_t c1 = std::min(cols, c0 + causalGroup(p, cols));
         const int64_t rStart = p.causal ? std::clamp<int64_t>(j0 + c0 - i0, 0, rows) : 0;
         const int64_t at = rStart * colsP + c0;
-        pr.gemm(c1 - c0, dvp, rows - rStart, pz + at, 1, colsP, dorows + (i0 + rStart) * dvp,
-                dvp, dvAcc + c0 * dvp, dvp, T(1), i0 > firstQ);
+        pr.gemm(c1 - c0, dvp, rows - rStart, pz + at, 1, colsP,
+                dorows + (i0 + rStart) * ldDorows, ldDorows, dvAcc + c0 * ldDv, ldDv, T(1),
+                i0 > firstQ);
         pr.gemm(c1 - c0, dp, rows - rStart, w.ds.data() + at, 1, colsP,
-                qrows + (i0 + rStart) * dp, dp, dkAcc + c0 * dp, dp, scale, i0 > firstQ);
+                qrows + (i0 + rStart) * ldQrows, ldQrows, dkAcc + c0 * ldDk, ldDk, scale,
+                i0 > firstQ);
       }
     }
     for (int64_t c = 0; c < cols; ++c) {
-      if (!directD) std::copy_n(w.dk.data() + c * dp, p.d, dk + (b * p.tk + j0 + c) * p.d);
-      if (!directDv) std::copy_n(w.dv.data() + c * dvp, p.dv, dv + (b * p.tk + j0 + c) * p.dv);
+      if (!directD) std::copy_n(w.dk.data() + c * dp, p.d, dk + kBase + (j0 + c) * ldq);
+      if (!directDv) std::copy_n(w.dv.data() + c * dvp, p.dv, dv + vBase + (j0 + c) * ldv);
     }
   }
   if (!directD)
     for (int64_t i = 0; i < p.tq; ++i)
-      std::copy_n(w.dq.data() + i * dp, p.d, dq + (b * p.tq + i) * p.d);
+      std::copy_n(w.dq.data() + i * dp, p.d, dq + qBase + i * ldq);
 }
 
 template <class T>
@@ -887,20 +912,26 @@ void attentionBackward(const AttentionParams& p, const void* q, const void* k, c
 }
 
 AttentionParams attentionParamsFor(const Node& n) {
-  const TensorType& qt = n.operand(0)->type();
-  const TensorType& vt = n.operand(2)->type();
   AttentionParams p;
-  p.dtype = qt.dtype;
+  p.dtype = n.operand(0)->type().dtype;
   if (p.dtype != DType::f32 && p.dtype != DType::f64)
     throw IRError(fmt::format("{}: the CPU attention kernels run f32 and f64 only, not {}",
                               describeNode(n), dtypeName(p.dtype)));
-  const size_t r = qt.shape.size();
+  // q, k, v as the op reads them, [..., H, T, D] (ir/fused_ops.h).
+  const bool bthd = attentionLayoutOf(n.attrString("layout")) == AttentionLayout::Bthd;
+  auto logical = [&](size_t i) {
+    const Shape& s = n.operand(i)->type().shape;
+    return bthd ? bthdAsBhtd(s) : s;
+  };
+  const Shape qs = logical(0), ks = logical(1), vs = logical(2);
+  const size_t r = qs.size();
   p.batch = 1;
-  for (size_t i = 0; i + 2 < r; ++i) p.batch *= qt.shape[i];
-  p.tq = qt.shape[r - 2];
-  p.d = qt.shape[r - 1];
-  p.tk = n.operand(1)->type().shape[r - 2];
-  p.dv = vt.shape[r - 1];
+  for (size_t i = 0; i + 2 < r; ++i) p.batch *= qs[i];
+  p.heads = bthd ? qs[r - 3] : 1;
+  p.tq = qs[r - 2];
+  p.d = qs[r - 1];
+  p.tk = ks[r - 2];
+  p.dv = vs[r - 1];
   p.scale = n.attrFloat("scale");
   p.causal = n.attrBool("causal");
   p.hasMask = n.attrBool("has_mask");
@@ -921,8 +952,8 @@ AttentionParams attentionParamsFor(const Node& n) {
     for (int64_t b = 0; b < p.batch; ++b) {
       int64_t rest = b, base = 0;
       for (size_t i = r - 2; i-- > 0;) {
-        base += rest % qt.shape[i] * stride[i];
-        rest /= qt.shape[i];
+        base += rest % qs[i] * stride[i];
+        rest /= qs[i];
       }
       p.maskBase[static_cast<size_t>(b)] = base;
     }

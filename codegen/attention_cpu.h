@@ -46,10 +46,14 @@ namespace tgc::codegen {
 
 // One fused attention call. q [batch, tq, d], k [batch, tk, d], v [batch, tk, dv],
 // out [batch, tq, dv], lse [batch, tq], contiguous, where batch is the product of the
-// op's batch dims.
+// op's batch dims (H included) -- or, when heads > 1 (layout bthd), q, k, v, out (dout,
+// dq, dk, dv) are [batch / heads, T, heads, D]: batch item b is head b % heads, its rows
+// heads * D apart, and every loop reads and writes them in place through that stride.
+// lse is [batch, tq] either way.
 struct AttentionParams {
   DType dtype = DType::f32;  // f32 or f64
   int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  int64_t heads = 1;
   double scale = 1;
   bool causal = false;  // key j allowed for query i only when j <= i (tq == tk)
   // Optional bool mask (0/1 bytes; true = allowed). Element (b, i, j) is at

@@ -43,6 +43,7 @@ struct Case {
   double pDrop = 0;
   DType dtype = DType::f32;
   uint64_t offset = 977;  // dropout's Philox offset
+  bool bthd = false;      // layout="bthd": q, k, v, out, dout, dq, dk, dv are [B, T, H, D]
 };
 
 std::string describe(const Case& c) {
@@ -50,7 +51,8 @@ std::string describe(const Case& c) {
          " Tk" + std::to_string(c.tk) + " D" + std::to_string(c.d) + " Dv" + std::to_string(c.dv) +
          (c.causal ? " causal" : "") +
          (c.mask == MaskKind::KeyPadding ? " padding" : c.mask == MaskKind::Full ? " mask" : "") +
-         (c.pDrop > 0 ? " dropout" : "") + " " + std::string(dtypeName(c.dtype));
+         (c.pDrop > 0 ? " dropout" : "") + (c.bthd ? " bthd" : "") + " " +
+         std::string(dtypeName(c.dtype));
 }
 
 constexpr uint64_t kSeed = 0x1234abcd5678ull;
@@ -96,9 +98,13 @@ void build(Problem& p) {
     p.in.emplace(name, t);
     return input(name, t.type());
   };
-  Value* q = random("q", {c.b, c.h, c.tq, c.d});
-  Value* k = random("k", {c.b, c.h, c.tk, c.d});
-  Value* v = random("v", {c.b, c.h, c.tk, c.dv});
+  // [B, H, T, D], or [B, T, H, D] in layout bthd.
+  auto heads = [&](int64_t t, int64_t d) {
+    return c.bthd ? Shape{c.b, t, c.h, d} : Shape{c.b, c.h, t, d};
+  };
+  Value* q = random("q", heads(c.tq, c.d));
+  Value* k = random("k", heads(c.tk, c.d));
+  Value* v = random("v", heads(c.tk, c.dv));
   std::vector<Value*> extra;
   if (c.mask != MaskKind::None) {
     Tensor m = makeMask(c, rng);
@@ -115,14 +121,15 @@ void build(Problem& p) {
     p.in.emplace("seed", s);
     p.in.emplace("offset", o);
   }
-  const AttrMap attrs{{"scale", p.scale()},
-                      {"causal", c.causal},
-                      {"has_mask", c.mask != MaskKind::None},
-                      {"p_drop", c.pDrop}};
+  AttrMap attrs{{"scale", p.scale()},
+                {"causal", c.causal},
+                {"has_mask", c.mask != MaskKind::None},
+                {"p_drop", c.pDrop}};
+  if (c.bthd) attrs["layout"] = std::string("bthd");
   std::vector<Value*> ops{q, k, v};
   ops.insert(ops.end(), extra.begin(), extra.end());
   p.fwd = g.add(OpKind::FusedAttention, ops, attrs, {"out", "lse"});
-  Value* dout = random("dout", {c.b, c.h, c.tq, c.dv});
+  Value* dout = random("dout", heads(c.tq, c.dv));
   std::vector<Value*> gops{q, k, v, p.fwd->result(0), p.fwd->result(1), dout};
   gops.insert(gops.end(), extra.begin(), extra.end());
   p.bwd = g.add(OpKind::FusedAttentionGrad, gops, attrs, {"dq", "dk", "dv"});
@@ -148,6 +155,21 @@ std::vector<const Tensor*> backwardOperands(const Problem& p, const Tensor& out,
   return ops;
 }
 
+// x [B, T, H, D] of a bthd case as [B, H, T, D] (written here, not with the kernels' strides);
+// any other tensor as it is.
+Tensor asBhtd(const Case& c, const Tensor& x) {
+  if (!c.bthd || x.type().rank() != 4) return x;
+  const Shape& s = x.shape();
+  const int64_t b = s[0], t = s[1], h = s[2], d = s[3];
+  Tensor y(TensorType{x.dtype(), {b, h, t, d}});
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      for (int64_t k = 0; k < h; ++k)
+        for (int64_t e = 0; e < d; ++e)
+          y.setF(((i * h + k) * t + j) * d + e, x.getF(((i * t + j) * h + k) * d + e));
+  return y;
+}
+
 // ---- the naive reference: ir/fused_ops.h, literally, in double ---------------------------
 
 struct Reference {
@@ -157,9 +179,10 @@ struct Reference {
 // Backward from the given out (the kernel's, as the op receives it).
 Reference reference(const Problem& p, const Tensor& outForBackward) {
   const Case& c = p.c;
-  const std::vector<double> q = p.in.at("q").toDoubles(), k = p.in.at("k").toDoubles(),
-                            v = p.in.at("v").toDoubles(), dout = p.in.at("dout").toDoubles(),
-                            out = outForBackward.toDoubles();
+  auto rows = [&](const Tensor& x) { return asBhtd(c, x).toDoubles(); };  // [B, H, T, D]
+  const std::vector<double> q = rows(p.in.at("q")), k = rows(p.in.at("k")),
+                            v = rows(p.in.at("v")), dout = rows(p.in.at("dout")),
+                            out = rows(outForBackward);
   const Tensor* mask = c.mask != MaskKind::None ? &p.in.at("mask") : nullptr;
   const bool f32 = c.dtype == DType::f32;
   const double keepScale = f32 ? static_cast<float>(1.0 / (1.0 - c.pDrop)) : 1.0 / (1.0 - c.pDrop);
@@ -273,11 +296,11 @@ void checkAgainstReference(const Case& c, ThreadPool& pool) {
   std::vector<Tensor> bwd = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
   const Reference r = reference(p, fwd[0]);
   const double tol = tolerance(c.dtype);
-  EXPECT_TRUE(near("out", fwd[0], r.out, tol));
+  EXPECT_TRUE(near("out", asBhtd(c, fwd[0]), r.out, tol));
   EXPECT_TRUE(near("lse", fwd[1], r.lse, tol));
-  EXPECT_TRUE(near("dq", bwd[0], r.dq, tol));
-  EXPECT_TRUE(near("dk", bwd[1], r.dk, tol));
-  EXPECT_TRUE(near("dv", bwd[2], r.dv, tol));
+  EXPECT_TRUE(near("dq", asBhtd(c, bwd[0]), r.dq, tol));
+  EXPECT_TRUE(near("dk", asBhtd(c, bwd[1]), r.dk, tol));
+  EXPECT_TRUE(near("dv", asBhtd(c, bwd[2]), r.dv, tol));
   for (const Tensor* t : {&fwd[0], &bwd[0], &bwd[1], &bwd[2]})
     for (int64_t i = 0; i < t->numel(); ++i) ASSERT_FALSE(std::isnan(t->getF(i))) << i;
 }
@@ -400,6 +423,42 @@ TEST_P(AttentionKernel, Length1024) {
   checkAgainstReference(c, pool_);
 }
 
+// Layout bthd (rows of a head H * D apart, heads interleaved): the lengths, masks, dropout,
+// dtypes and head dims above, with 3 heads so that a stride off by one head or one row
+// lands on another head's data. Head dim 32 / 64 read and accumulate in place through the
+// stride; 40 pads dv (-40 pads d), 5 / 9 pad both.
+TEST_P(AttentionKernel, HeadsInsideRowsLayout) {
+  for (int64_t t : {1, 7, 64, 257})
+    for (int64_t d : {32, 64, 40, -40, 5})
+      for (bool causal : {false, true})
+        for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Full})
+          for (double drop : {0.0, 0.25}) {
+            if (t == 257 && (d != 64 || m == MaskKind::Full)) continue;
+            if (d != 32 && d != 64 && (m == MaskKind::Full || t == 1)) continue;
+            Case c;
+            c.bthd = true;
+            c.b = 2;
+            c.h = t == 257 ? 2 : 3;
+            c.tq = c.tk = t;
+            c.d = d == 40 ? 64 : d == -40 ? 40 : d;
+            c.dv = d == -40 ? 64 : d == 5 ? 9 : d;
+            c.causal = causal;
+            c.mask = m;
+            c.pDrop = drop;
+            c.dtype = (t == 7 || d == 40) && !causal ? DType::f64 : DType::f32;
+            checkAgainstReference(c, pool_);
+          }
+  Case cross;  // more keys than queries
+  cross.bthd = true;
+  cross.b = 2;
+  cross.h = 3;
+  cross.tq = 7;
+  cross.tk = 130;
+  cross.d = cross.dv = 64;
+  cross.mask = MaskKind::KeyPadding;
+  checkAgainstReference(cross, pool_);
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, AttentionKernel,
                          ::testing::Values(AttentionIsa::Avx2, AttentionIsa::Portable),
                          [](const auto& param) {
@@ -497,26 +556,29 @@ std::vector<Tensor> interpret(const Graph& g, const std::map<std::string, Tensor
 TEST(AttentionKernel, MatchesTheInterpreter) {
   ThreadPool pool(2);
   for (DType dt : {DType::f32, DType::f64})
-    for (bool causal : {false, true}) {
-      Problem p;
-      p.c.b = 2;
-      p.c.h = 2;
-      p.c.tq = p.c.tk = 67;
-      p.c.d = p.c.dv = 16;
-      p.c.causal = causal;
-      p.c.mask = causal ? MaskKind::KeyPadding : MaskKind::Full;
-      p.c.pDrop = 0.1;
-      p.c.dtype = dt;
-      build(p);
-      SCOPED_TRACE(describe(p.c));
-      const std::vector<Tensor> want = interpret(p.g, p.in);
-      std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
-      std::vector<Tensor> bwd = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
-      const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
-                         tolerance(dt)));
-    }
+    for (bool causal : {false, true})
+      for (bool bthd : {false, true}) {
+        Problem p;
+        p.c.bthd = bthd;
+        p.c.b = 2;
+        p.c.h = 2;
+        p.c.tq = p.c.tk = 67;
+        p.c.d = p.c.dv = 16;
+        p.c.causal = causal;
+        p.c.mask = causal ? MaskKind::KeyPadding : MaskKind::Full;
+        p.c.pDrop = 0.1;
+        p.c.dtype = dt;
+        build(p);
+        SCOPED_TRACE(describe(p.c));
+        const std::vector<Tensor> want = interpret(p.g, p.in);
+        std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+        std::vector<Tensor> bwd =
+            runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+        const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
+                           tolerance(dt)));
+      }
 }
 
 // fused_attention between generated kernels in a compiled graph, with the freed buffers
