@@ -32,8 +32,9 @@ struct AttnParams {
   long long batch, tq, tk, d, dvDim, maskStrideI, maskStrideJ;
   double scale, pDrop, keepScale;
   long long causal, hasMask, dropout;
+  long long heads;  // 1, or layout bthd's H: q, k, v, out, dout, dq, dk, dv [B, T, H, D]
 };
-static_assert(sizeof(AttnParams) == 26 * 8, "AttnParams must match the host's");
+static_assert(sizeof(AttnParams) == 27 * 8, "AttnParams must match the host's");
 
 // The dynamic shared memory (a host emulation of these kernels defines its own).
 #ifndef TGC_ATTN_SHARED
@@ -107,22 +108,32 @@ __device__ __forceinline__ T keepFactor(const AttnParams& p, unsigned long long 
   return (T)u >= (T)p.pDrop ? (T)p.keepScale : (T)0;
 }
 
-// Copies rows [r0, r0 + BQ or BK) of src [rows, cols] to dst [*, cols], zeros past `rows`.
+// Where batch item b's rows (T of them, `width` wide) start: [batch, T, width] when heads
+// is 1, else [batch / heads, T, heads, width] with item b the head b % heads. Their row
+// stride is heads * width.
+__device__ __forceinline__ long long itemBase(const AttnParams& p, long long b, long long t,
+                                              long long width) {
+  return ((b / p.heads) * t * p.heads + b % p.heads) * width;
+}
+
+// Copies rows [r0, r0 + BQ or BK) of src [rows, cols] (row stride ld) to dst [*, cols], zeros
+// past `rows`.
 template <typename T>
-__device__ void loadTile(const T* src, long long r0, long long rows, long long cols, int tile,
-                         T* dst) {
+__device__ void loadTile(const T* src, long long ld, long long r0, long long rows,
+                         long long cols, int tile, T* dst) {
   for (long long x = threadIdx.x; x < tile * cols; x += THREADS) {
     const long long r = x / cols;
-    dst[x] = r0 + r < rows ? src[(r0 + r) * cols + x % cols] : (T)0;
+    dst[x] = r0 + r < rows ? src[(r0 + r) * ld + x % cols] : (T)0;
   }
 }
 
 // The same, transposed into dst [cols][KLD].
 template <typename T>
-__device__ void loadTileT(const T* src, long long r0, long long rows, long long cols, T* dst) {
+__device__ void loadTileT(const T* src, long long ld, long long r0, long long rows,
+                          long long cols, T* dst) {
   for (long long x = threadIdx.x; x < BK * cols; x += THREADS) {
     const long long r = x / cols, c = x % cols;
-    dst[c * KLD + r] = r0 + r < rows ? src[(r0 + r) * cols + c] : (T)0;
+    dst[c * KLD + r] = r0 + r < rows ? src[(r0 + r) * ld + c] : (T)0;
   }
 }
 
@@ -136,14 +147,15 @@ __device__ void attnForward(const AttnParams& p) {
   const long long qTiles = (p.tq + BQ - 1) / BQ;
   const long long b = blockIdx.x / qTiles, i0 = blockIdx.x % qTiles * BQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const T* q = (const T*)p.q + b * p.tq * d;
-  const T* k = (const T*)p.k + b * p.tk * d;
-  const T* v = (const T*)p.v + b * p.tk * dv;
+  const long long ldq = p.heads * d, ldv = p.heads * dv;  // k as q, out as v
+  const T* q = (const T*)p.q + itemBase(p, b, p.tq, d);
+  const T* k = (const T*)p.k + itemBase(p, b, p.tk, d);
+  const T* v = (const T*)p.v + itemBase(p, b, p.tk, dv);
   const unsigned char* mask =
       p.hasMask ? (const unsigned char*)p.mask + ((const long long*)p.maskBase)[b] : nullptr;
   const unsigned long long seed = p.dropout ? *(const unsigned long long*)p.seed : 0;
   const unsigned long long offset = p.dropout ? *(const unsigned long long*)p.offset : 0;
-  loadTile(q, i0, p.tq, d, BQ, qs);
+  loadTile(q, ldq, i0, p.tq, d, BQ, qs);
 
   T m[ROWS], l[ROWS], o[ROWS][DMAX / 32];
 #pragma unroll
@@ -156,8 +168,8 @@ __device__ void attnForward(const AttnParams& p) {
   const long long keyEnd = p.causal ? min(p.tk, i0 + BQ) : p.tk;
   for (long long j0 = 0; j0 < keyEnd; j0 += BK) {
     __syncthreads();  // the previous tile is read
-    loadTileT(k, j0, p.tk, d, kt);
-    loadTile(v, j0, p.tk, dv, BK, vs);
+    loadTileT(k, ldq, j0, p.tk, d, kt);
+    loadTile(v, ldv, j0, p.tk, dv, BK, vs);
     __syncthreads();
     T s[ROWS];
 #pragma unroll
@@ -197,7 +209,7 @@ __device__ void attnForward(const AttnParams& p) {
     const long long row = b * p.tq + i;
     const bool none = l[r] == (T)0;  // no allowed key (a NaN row has l = NaN)
     if (lane == 0) ((T*)p.lse)[row] = none ? negInf<T>() : m[r] + logT(l[r]);
-    T* out = (T*)p.out + row * dv;
+    T* out = (T*)p.out + itemBase(p, b, p.tq, dv) + i * ldv;
 #pragma unroll
     for (int t = 0; t < DMAX / 32; ++t)
       if (lane + 32 * t < dv) out[lane + 32 * t] = none ? (T)0 : o[r][t] / l[r];
@@ -219,20 +231,22 @@ __device__ void attnBackward(const AttnParams& p) {
   const long long kTiles = (p.tk + BK - 1) / BK;
   const long long b = blockIdx.x / kTiles, j0 = blockIdx.x % kTiles * BK;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const T* q = (const T*)p.q + b * p.tq * d;
-  const T* k = (const T*)p.k + b * p.tk * d;
-  const T* v = (const T*)p.v + b * p.tk * dv;
-  const T* out = (const T*)p.out + b * p.tq * dv;
-  const T* dout = (const T*)p.dout + b * p.tq * dv;
+  // Row strides: k, dq, dk as q's; v, out, dout, dv as ldv.
+  const long long ldq = p.heads * d, ldv = p.heads * dv;
+  const T* q = (const T*)p.q + itemBase(p, b, p.tq, d);
+  const T* k = (const T*)p.k + itemBase(p, b, p.tk, d);
+  const T* v = (const T*)p.v + itemBase(p, b, p.tk, dv);
+  const T* out = (const T*)p.out + itemBase(p, b, p.tq, dv);
+  const T* dout = (const T*)p.dout + itemBase(p, b, p.tq, dv);
   const T* lse = (const T*)p.lse + b * p.tq;
-  T* dq = (T*)p.dq + b * p.tq * d;
+  T* dq = (T*)p.dq + itemBase(p, b, p.tq, d);
   const unsigned char* mask =
       p.hasMask ? (const unsigned char*)p.mask + ((const long long*)p.maskBase)[b] : nullptr;
   const unsigned long long seed = p.dropout ? *(const unsigned long long*)p.seed : 0;
   const unsigned long long offset = p.dropout ? *(const unsigned long long*)p.offset : 0;
   const T scale = (T)p.scale;
-  loadTileT(k, j0, p.tk, d, kt);
-  loadTileT(v, j0, p.tk, dv, vt);
+  loadTileT(k, ldq, j0, p.tk, d, kt);
+  loadTileT(v, ldv, j0, p.tk, dv, vt);
 
   // This thread's share of dk and dv: key own = tid / 8, dims tid % 8 + 8 t.
   constexpr int PER = DMAX / 8;
@@ -244,15 +258,15 @@ __device__ void attnBackward(const AttnParams& p) {
   const long long firstQ = p.causal ? j0 / BQ * BQ : 0;  // earlier queries see none of these keys
   for (long long i0 = firstQ; i0 < p.tq; i0 += BQ) {
     __syncthreads();  // the previous query tile is read
-    loadTile(q, i0, p.tq, d, BQ, qs);
-    loadTile(dout, i0, p.tq, dv, BQ, dos);
+    loadTile(q, ldq, i0, p.tq, d, BQ, qs);
+    loadTile(dout, ldv, i0, p.tq, dv, BQ, dos);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {  // lse and delta = dot(dout, out) of the warp's rows
       const int rr = warp * ROWS + r;
       const long long i = i0 + rr;
       T delta = 0;
       if (i < p.tq)
-        for (long long c = lane; c < dv; c += 32) delta += dout[i * dv + c] * out[i * dv + c];
+        for (long long c = lane; c < dv; c += 32) delta += dout[i * ldv + c] * out[i * ldv + c];
       delta = warpSum(delta);
       if (lane == 0) {
         rowDelta[rr] = delta;
@@ -306,13 +320,13 @@ __device__ void attnBackward(const AttnParams& p) {
         if (c >= d) continue;
         T sum = 0;
         for (int key = 0; key < BK; ++key) sum += dss[own * KLD + key] * kt[c * KLD + key];
-        atomicAdd(&dq[(i0 + own) * d + c], scale * sum);
+        atomicAdd(&dq[(i0 + own) * ldq + c], scale * sum);
       }
     }
   }
   if (j0 + own < p.tk) {
-    T* dk = (T*)p.dk + (b * p.tk + j0 + own) * d;
-    T* dvOut = (T*)p.dv + (b * p.tk + j0 + own) * dv;
+    T* dk = (T*)p.dk + itemBase(p, b, p.tk, d) + (j0 + own) * ldq;
+    T* dvOut = (T*)p.dv + itemBase(p, b, p.tk, dv) + (j0 + own) * ldv;
 #pragma unroll
     for (int t = 0; t < PER; ++t) {
       const long long c = sub + 8 * t;

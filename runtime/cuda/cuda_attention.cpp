@@ -16,7 +16,7 @@ constexpr int64_t kTile = 32;
 constexpr int64_t kTileLd = kTile + 1;
 constexpr int64_t kMaxHeadDim = 128;
 
-static_assert(sizeof(AttnParams) == 26 * 8, "AttnParams must match attention_kernels.cu");
+static_assert(sizeof(AttnParams) == 27 * 8, "AttnParams must match attention_kernels.cu");
 
 // Dynamic shared memory of each kernel for head dims d and dv, elements of `bytes`.
 int forwardShared(int64_t d, int64_t dv, int64_t bytes) {
@@ -93,6 +93,7 @@ AttentionLaunch attentionLaunchFor(const Node& n) {
   p.causal = a.causal;
   p.hasMask = a.hasMask;
   p.dropout = a.pDrop > 0;
+  p.heads = a.heads;
   l.maskBase.assign(a.maskBase.begin(), a.maskBase.end());
   l.maskAt = l.forward ? 3 : 6;  // after q, k, v (and out, lse, dout)
   l.seedAt = n.operands().size() - 2;

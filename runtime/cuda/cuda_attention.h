@@ -34,6 +34,7 @@ struct AttnParams {
   long long batch = 0, tq = 0, tk = 0, d = 0, dvDim = 0, maskStrideI = 0, maskStrideJ = 0;
   double scale = 1, pDrop = 0, keepScale = 1;
   long long causal = 0, hasMask = 0, dropout = 0;
+  long long heads = 1;  // codegen::AttentionParams::heads (layout bthd)
 };
 
 // One node's launch, device-independent: the kernel, its parameters, the grid (blocks of

@@ -98,14 +98,17 @@ TEST(CudaAttentionSource, CompilesToPtxAndPassesPtxasWithoutSpills) {
 struct Case {
   int64_t batch, heads, t, d, dv;
   bool causal, mask, dropout;
+  bool bthd = false;  // layout bthd: q, k, v, out, dout and the gradients [B,T,H,D]
 };
 
-// fused_attention and its gradient on q [B,H,T,D], k, v [B,H,T,DV] (mask bool[B,1,T,T]).
+// fused_attention and its gradient on q [B,H,T,D], k, v [B,H,T,DV] (mask bool[B,1,T,T]), or
+// in layout bthd on q [B,T,H,D], k, v [B,T,H,DV].
 std::string attentionGraph(const Case& c, const std::string& dt) {
-  const std::string qs = fmt::format("{}[{},{},{},{}]", dt, c.batch, c.heads, c.t, c.d);
-  const std::string vs = fmt::format("{}[{},{},{},{}]", dt, c.batch, c.heads, c.t, c.dv);
+  const auto [d1, d2] = c.bthd ? std::pair{c.t, c.heads} : std::pair{c.heads, c.t};
+  const std::string qs = fmt::format("{}[{},{},{},{}]", dt, c.batch, d1, d2, c.d);
+  const std::string vs = fmt::format("{}[{},{},{},{}]", dt, c.batch, d1, d2, c.dv);
   const std::string ls = fmt::format("{}[{},{},{}]", dt, c.batch, c.heads, c.t);
-  std::string extra, attrs = "scale=0.3";
+  std::string extra, attrs = c.bthd ? "layout=\"bthd\", scale=0.3" : "scale=0.3";
   if (c.causal) attrs += ", causal=true";
   if (c.mask) {
     extra += ", %m";
@@ -131,8 +134,9 @@ std::string attentionGraph(const Case& c, const std::string& dt) {
 }
 
 void checkAgainstInterpreter(const Case& c, const std::string& dt) {
-  SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={}", dt,
-                           c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout));
+  SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={} bthd={}",
+                           dt, c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout,
+                           c.bthd));
   auto g = parseGraph(attentionGraph(c, dt), "attn.tir");
   auto in = tgc::testing::randomInputs(*g, 5);
   if (c.mask) {  // random, with query 0 of batch item 0 fully masked (lse -inf, zeros)
@@ -161,6 +165,9 @@ TEST(CudaAttentionOnDevice, ForwardAndBackwardMatchTheInterpreter) {
       {1, 3, 64, 64, 64, false, false, true},  {2, 1, 257, 128, 128, false, true, true},
       {2, 1, 257, 33, 65, true, false, false}, {1, 2, 1024, 64, 64, true, false, false},
       {1, 1, 1024, 64, 64, false, true, true},
+      // Layout bthd.
+      {2, 3, 7, 40, 24, true, true, true, true},  {2, 4, 64, 64, 64, true, true, true, true},
+      {1, 2, 257, 64, 64, false, true, false, true},
   };
   for (const std::string dt : {"f32", "f64"})
     for (const Case& c : cases) checkAgainstInterpreter(c, dt);
@@ -294,10 +301,14 @@ TEST(CudaAttentionEmulated, ForwardAndBackwardMatchTheInterpreter) {
       {{2, 1, 40, 40, 24, true, true, true}, "f32"},
       {{1, 1, 33, 16, 33, false, true, true}, "f64"},
       {{1, 1, 5, 8, 8, true, false, false}, "f64"},
+      // Layout bthd: heads interleaved in the rows (a stride off by a head or a row fails).
+      {{2, 3, 7, 8, 8, true, true, true, true}, "f32"},
+      {{1, 3, 40, 16, 24, false, true, false, true}, "f64"},
   };
   for (const auto& [c, dt] : cases) {
-    SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={}", dt,
-                             c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout));
+    SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={} bthd={}",
+                             dt, c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout,
+                             c.bthd));
     auto g = parseGraph(attentionGraph(c, dt), "attn.tir");
     auto in = tgc::testing::randomInputs(*g, 5);
     if (c.mask) {
