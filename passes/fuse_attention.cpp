@@ -37,13 +37,24 @@
 //   where between constants); a float input could hold other values, so it is left alone.
 // Nodes only the rewritten pattern used (the scores, a mask tensor now replaced by causal=true)
 // are removed; other dead code is dce's.
+//
+// The head-split fold: when q, k and v are all transposes swapping dims -3 and -2 (the
+// model's split_heads, transpose(reshape(x, [B, T, H, D]), perm=[0, 2, 1, 3])), the fused
+// op reads their operands as they are with layout="bthd" (ir/fused_ops.h), and its out is
+// [B, T, H, Dv]: consumers that are the same transpose (merge_heads) read it directly, any
+// other consumer gets one transpose back to [B, H, T, Dv]. The transposes become dead, and
+// autodiff passes the layout to fused_attention_grad, so the backward's copies of dout, dq,
+// dk, dv go too. A transpose used elsewhere does not block the fold (it stays for its other
+// users). TGC_NO_ATTENTION_LAYOUT=1 turns the fold off.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/env_flag.h"
 #include "passes/attention_mask.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -200,12 +211,13 @@ std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
   return m;
 }
 
-// Erases `start` if it is dead, then every node that only it (transitively) kept alive.
-void eraseDeadFrom(Graph& g, Node* start) {
+// Erases each of `starts` that is dead, then every node that only they (transitively) kept
+// alive.
+void eraseDeadFrom(Graph& g, std::vector<Node*> starts) {
   std::unordered_map<const Value*, size_t> uses;
   for (const auto& [v, users] : g.computeUsers()) uses[v] = users.size();
   for (const Value* o : g.outputs()) ++uses[o];
-  std::vector<Node*> work{start};
+  std::vector<Node*> work = std::move(starts);
   std::unordered_set<const Node*> erased;
   while (!work.empty()) {
     Node* n = work.back();
@@ -223,6 +235,58 @@ void eraseDeadFrom(Graph& g, Node* start) {
   }
 }
 
+// Whether v is a transpose that swaps dims -3 and -2 and keeps the others ([0, 2, 1, 3]).
+bool isHeadSwap(const Value* v) {
+  const Node* n = v->def();
+  if (n->op() != OpKind::Transpose) return false;
+  const std::vector<int64_t>& perm = n->attrInts("perm");
+  const size_t r = perm.size();
+  if (r < 3) return false;
+  for (size_t i = 0; i < r; ++i) {
+    const size_t want = i == r - 3 ? r - 2 : i == r - 2 ? r - 3 : i;
+    if (perm[i] != static_cast<int64_t>(want)) return false;
+  }
+  return true;
+}
+
+// The head-split fold (see the top): q, k, v become the transposes' operands; returns
+// whether it applies.
+bool foldHeadSplits(std::vector<Value*>& operands) {
+  if (envFlag("TGC_NO_ATTENTION_LAYOUT")) return false;
+  for (size_t i = 0; i < 3; ++i)
+    if (!isHeadSwap(operands[i])) return false;
+  for (size_t i = 0; i < 3; ++i) operands[i] = operands[i]->def()->operand(0);
+  return true;
+}
+
+// After a fold, `old` [..., H, Tq, Dv] is replaced by the fused op's `out` [..., Tq, H, Dv]:
+// head-swapping transposes of old read out instead; other uses (and graph outputs) read a
+// transpose of out, added before `anchor`. Returns the transposes made dead.
+std::vector<Node*> rewireFoldedOut(Graph& g, Value* old, Value* out, const Node* anchor) {
+  std::vector<Node*> dead;
+  bool others = std::count(g.outputs().begin(), g.outputs().end(), old) > 0;
+  const auto users = g.computeUsers();
+  for (Node* user : users.count(old) ? users.at(old) : std::vector<Node*>{}) {
+    if (isHeadSwap(user->result())) {
+      if (std::find(dead.begin(), dead.end(), user) != dead.end()) continue;
+      g.replaceAllUsesWith(user->result(), out);
+      dead.push_back(user);
+    } else {
+      others = true;
+    }
+  }
+  if (others) {
+    const size_t r = static_cast<size_t>(out->type().rank());
+    std::vector<int64_t> perm(r);
+    for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(i);
+    std::swap(perm[r - 3], perm[r - 2]);
+    Node* back = g.add(OpKind::Transpose, {out}, {{"perm", perm}}, {out->name() + ".bhtd"});
+    g.moveBefore(back, anchor);
+    g.replaceAllUsesWith(old, back->result());
+  }
+  return dead;
+}
+
 void rewrite(Graph& g, const Match& m) {
   Node* out = m.out;
   const std::string name = out->result()->name();
@@ -237,6 +301,10 @@ void rewrite(Graph& g, const Match& m) {
     return o.perm.empty() ? o.base : add(OpKind::Transpose, {o.base}, {{"perm", o.perm}}, suffix);
   };
   std::vector<Value*> operands{operand(m.q, ".q"), operand(m.k, ".k"), operand(m.v, ".v")};
+  std::vector<Node*> unfolded;  // the head-split transposes, dead once folded
+  for (size_t i = 0; i < 3; ++i) unfolded.push_back(operands[i]->def());
+  const bool bthd = foldHeadSplits(operands);
+  if (!bthd) unfolded.clear();
 
   bool causal = false;
   Value* mask = nullptr;
@@ -266,11 +334,19 @@ void rewrite(Graph& g, const Match& m) {
     operands.push_back(m.seed);
     operands.push_back(m.offset);
   }
+  if (bthd) attrs["layout"] = std::string("bthd");
   g.renameValue(out->result(), name + ".unfused");  // the fused op takes over the name
-  added.push_back(g.add(OpKind::FusedAttention, operands, attrs, {name, name + ".lse"}));
+  Node* fused = g.add(OpKind::FusedAttention, operands, attrs, {name, name + ".lse"});
+  added.push_back(fused);
   for (Node* n : added) g.moveBefore(n, out);  // every operand is defined before `out`
-  g.replaceAllUsesWith(out->result(), added.back()->result(0));
-  eraseDeadFrom(g, out);
+  std::vector<Node*> dead = std::move(unfolded);
+  if (bthd) {
+    for (Node* n : rewireFoldedOut(g, out->result(), fused->result(0), out)) dead.push_back(n);
+  } else {
+    g.replaceAllUsesWith(out->result(), fused->result(0));
+  }
+  dead.push_back(out);
+  eraseDeadFrom(g, std::move(dead));
 }
 
 }  // namespace

@@ -29,11 +29,21 @@ struct Config {
   double pDrop = 0;
   double penalty = -INFINITY;  // the masked score (-inf or -1e9)
   DType dtype = DType::f32;
+  // q, k, v, w are [B, T, H, D] inputs transposed to [B, H, T, D] in the graph, and out is
+  // transposed back (split_heads / merge_heads): the fused graph folds all four (layout bthd).
+  bool splitHeads = false;
 };
 
 std::string describe(const Config& c) {
-  return fmt::format("Tq={} Tk={} causal={} padding={} p={} penalty={} {}", c.tq, c.tk, c.causal,
-                     c.padding, c.pDrop, c.penalty, dtypeName(c.dtype));
+  return fmt::format("Tq={} Tk={} causal={} padding={} p={} penalty={} {}{}", c.tq, c.tk,
+                     c.causal, c.padding, c.pDrop, c.penalty, dtypeName(c.dtype),
+                     c.splitHeads ? " split heads" : "");
+}
+
+// A head-split operand's shape [B, T, H, D] from [B, H, T, D].
+Shape heads(const Config& c, Shape s) {
+  if (c.splitHeads) std::swap(s[1], s[2]);
+  return s;
 }
 
 constexpr int64_t kB = 2, kH = 2, kD = 8, kDv = 5;
@@ -44,10 +54,12 @@ std::unique_ptr<Graph> buildAttention(const Config& c, bool fuse) {
   auto g = std::make_unique<Graph>("attn");
   Builder b(*g);
   const DType dt = c.dtype;
-  Value* q = b.input("q", {dt, {kB, kH, c.tq, kD}});
-  Value* k = b.input("k", {dt, {kB, kH, c.tk, kD}});
-  Value* v = b.input("v", {dt, {kB, kH, c.tk, kDv}});
-  Value* w = b.input("w", {dt, {kB, kH, c.tq, kDv}});
+  Value* qIn = b.input("q", {dt, heads(c, {kB, kH, c.tq, kD})});
+  Value* kIn = b.input("k", {dt, heads(c, {kB, kH, c.tk, kD})});
+  Value* vIn = b.input("v", {dt, heads(c, {kB, kH, c.tk, kDv})});
+  Value* w = b.input("w", {dt, heads(c, {kB, kH, c.tq, kDv})});
+  auto split = [&](Value* x) { return c.splitHeads ? b.transpose(x, {0, 2, 1, 3}) : x; };
+  Value *q = split(qIn), *k = split(kIn), *v = split(vIn);
   Value* s = b.mul(b.matmul(q, k, false, true), b.scalar(dt, 1 / std::sqrt(double{kD})), "scores");
   Value* allowed = nullptr;
   if (c.padding) allowed = b.input("pad", {DType::boolean, {kB, 1, 1, c.tk}});
@@ -66,14 +78,18 @@ std::unique_ptr<Graph> buildAttention(const Config& c, bool fuse) {
     Value* keep = b.binary(OpKind::Ge, u, b.scalar(dt, c.pDrop));
     p = b.where(keep, b.mul(p, b.scalar(dt, 1 / (1 - c.pDrop))), b.scalar(dt, 0));
   }
-  Value* out = b.matmul(p, v, false, false, "out");
+  Value* out = c.splitHeads ? b.transpose(b.matmul(p, v), {0, 2, 1, 3}, "out")
+                            : b.matmul(p, v, false, false, "out");
   Value* loss = b.reduce(OpKind::ReduceSum, b.mul(out, w), {0, 1, 2, 3}, false, "loss");
+  // out as an output: the fusion replaces it (the head-split fold removes the value itself).
+  g->setOutputs({out});
   if (fuse) {
     PassContext ctx;
     EXPECT_TRUE(runFuseAttention(*g, ctx));
   }
-  std::vector<Value*> grads = appendGradients(*g, loss, {q, k, v});
-  g->setOutputs({g->findValue("out"), grads[0], grads[1], grads[2]});
+  out = g->outputs()[0];
+  std::vector<Value*> grads = appendGradients(*g, loss, {qIn, kIn, vIn});
+  g->setOutputs({out, grads[0], grads[1], grads[2]});
   g->removeDeadNodes();
   EXPECT_TRUE(verifyGraph(*g).empty());
   return g;
@@ -93,10 +109,10 @@ std::map<std::string, Tensor> inputs(const Config& c, uint64_t seed) {
     for (int64_t i = 0; i < t.numel(); ++i) t.setF(i, normal(rng));
     return t;
   };
-  std::map<std::string, Tensor> in{{"q", fill({kB, kH, c.tq, kD})},
-                                   {"k", fill({kB, kH, c.tk, kD})},
-                                   {"v", fill({kB, kH, c.tk, kDv})},
-                                   {"w", fill({kB, kH, c.tq, kDv})}};
+  std::map<std::string, Tensor> in{{"q", fill(heads(c, {kB, kH, c.tq, kD}))},
+                                   {"k", fill(heads(c, {kB, kH, c.tk, kD}))},
+                                   {"v", fill(heads(c, {kB, kH, c.tk, kDv}))},
+                                   {"w", fill(heads(c, {kB, kH, c.tq, kDv}))}};
   if (c.padding) {
     // Batch 0: the first key and every third after it is padding (with causal, query 0 sees
     // no key: a fully masked row); batch 1: every key is padding.
@@ -119,6 +135,16 @@ void expectSame(const Config& c, bool promote, double rel) {
   EXPECT_EQ(count(*fused, OpKind::FusedAttention), 1);
   EXPECT_EQ(count(*fused, OpKind::FusedAttentionGrad), 1);
   EXPECT_EQ(count(*fused, OpKind::Softmax), 0);
+  // The head-split fold leaves no transpose, forward or backward.
+  EXPECT_EQ(count(*fused, OpKind::Transpose), 0);
+  if (c.splitHeads) {
+    EXPECT_GT(count(*unfused, OpKind::Transpose), 0);
+  }
+  for (const auto& n : fused->nodes()) {
+    if (n->op() == OpKind::FusedAttention || n->op() == OpKind::FusedAttentionGrad) {
+      EXPECT_EQ(n->attrString("layout"), c.splitHeads ? "bthd" : "bhtd");
+    }
+  }
   const auto in = inputs(c, 7);
   InterpreterOptions opts{.promote_to_f64 = promote};
   auto want = Interpreter(opts).run(*unfused, in);
@@ -149,6 +175,22 @@ TEST(FuseAttention, MatchesTheUnfusedGraphForwardAndBackward) {
   configs.push_back({7, 64, false, true, 0.3});
   configs.push_back({64, 1});
   for (const Config& c : configs) {
+    expectSame(c, true, 1e-12);
+    expectSame(c, false, 2e-5);
+  }
+}
+
+// The head-split fold (layout bthd): q, k, v, out and the gradients through [0, 2, 1, 3]
+// transposes that the fused graph no longer has.
+TEST(FuseAttention, HeadSplitFoldMatchesTheUnfusedGraph) {
+  std::vector<Config> configs;
+  for (int64_t t : {1, 7, 64}) {
+    configs.push_back({t, t, true, true});
+    configs.push_back({t, t, true, true, 0.1});
+  }
+  configs.push_back({7, 64, false, true, 0.3});
+  for (Config c : configs) {
+    c.splitHeads = true;
     expectSame(c, true, 1e-12);
     expectSame(c, false, 2e-5);
   }
