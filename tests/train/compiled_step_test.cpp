@@ -202,7 +202,9 @@ TEST(CompiledTrainStep, PlanIsSoundAndStateIsUpdatedWithoutCopies) {
   EXPECT_GT(s.gemms, 0);
   EXPECT_GT(s.foldedReductions, 0) << "weight gradients should be single GEMMs";
   EXPECT_LT(s.distinctKernels, s.kernels / 4) << "layers' identical kernels compiled once each";
-  EXPECT_LT(s.arenaBytes, s.bufferBytes / 2);
+  // The arena reuses memory: well under the sum of all buffers (0.56 since the head-split
+  // fold removed the attention transposes' short-lived buffers; the arena stayed the same).
+  EXPECT_LT(s.arenaBytes, s.bufferBytes * 3 / 5);
   EXPECT_GE(s.arenaBytes, s.peakLiveBytes);
   auto bufs = exe->arenaBuffers();
   for (size_t i = 0; i < bufs.size(); ++i)
