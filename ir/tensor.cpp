@@ -5,8 +5,13 @@
 
 namespace tgc {
 
-Tensor::Tensor(TensorType type) : type_(std::move(type)) {
+Tensor::Tensor(TensorType type, Uninitialized) : type_(std::move(type)) {
   storage_.resize((nbytes() + sizeof(Block) - 1) / sizeof(Block));
+}
+
+Tensor Tensor::uninitialized(TensorType type) { return Tensor(std::move(type), Uninitialized{}); }
+
+Tensor::Tensor(TensorType type) : Tensor(std::move(type), Uninitialized{}) {
   // An empty tensor has no storage: memset of a null pointer is undefined even for 0 bytes.
   if (!storage_.empty()) std::memset(storage_.data(), 0, storage_.size() * sizeof(Block));
 }

@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -14,6 +16,10 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(TensorType type);  // zero-filled
+  // Contents unspecified: for a buffer that is written whole before it is read (the
+  // executable's outputs, which a kernel writes). Skips the zero fill, a full pass over
+  // memory that a 32 MB logits output paid on every training step.
+  static Tensor uninitialized(TensorType type);
   Tensor(TensorType type, const std::vector<double>& values);  // numel values, rounded to dtype
 
   const TensorType& type() const { return type_; }
@@ -42,8 +48,22 @@ class Tensor {
 
  private:
   struct alignas(64) Block { unsigned char b[64]; };
+  // Default-initializes on resize (leaves the bytes as they are) instead of value-
+  // initializing (zeroing) them: the constructors decide whether to fill.
+  template <class T>
+  struct NoFillAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind { using other = NoFillAllocator<U>; };
+    template <class U>
+    void construct(U* p) { ::new (static_cast<void*>(p)) U; }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
+  };
+  struct Uninitialized {};
+  Tensor(TensorType type, Uninitialized);
+
   TensorType type_;
-  std::vector<Block> storage_;
+  std::vector<Block, NoFillAllocator<Block>> storage_;
 };
 
 // Row-major strides of a shape, in elements.

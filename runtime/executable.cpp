@@ -326,6 +326,9 @@ struct Executable::Impl {
   void execute(const std::vector<void*>& inputPtrs, const std::vector<Tensor*>& results);
   // Runs with the inputs at `inputPtrs`; returns every output not in `skip` (state).
   std::vector<Tensor> runWith(const std::vector<void*>& inputPtrs, bool skipState);
+  // runWith writing into `results` (one per output, skipped state outputs excepted, in
+  // output order): a tensor of the output's type is written over, any other replaced.
+  void runInto(const std::vector<void*>& inputPtrs, bool skipState, std::vector<Tensor>& results);
   void runKernel(Launch& l);
   void runGemm(Launch& l, ThreadPool* p);
   void poisonDying(const Launch& l);
@@ -741,19 +744,33 @@ void Executable::Impl::poisonDying(const Launch& l) {
 std::vector<Tensor> Executable::Impl::runWith(const std::vector<void*>& inputPtrs,
                                               bool skipState) {
   std::vector<Tensor> results;
+  runInto(inputPtrs, skipState, results);
+  return results;
+}
+
+void Executable::Impl::runInto(const std::vector<void*>& inputPtrs, bool skipState,
+                               std::vector<Tensor>& results) {
   std::vector<Tensor*> resultPtrs(outputs.size(), nullptr);
-  results.reserve(outputs.size());
-  for (size_t o = 0; o < outputs.size(); ++o) {
+  size_t count = 0;
+  for (size_t o = 0; o < outputs.size(); ++o) count += skipState && outputIsState[o] ? 0 : 1;
+  results.resize(count);
+  for (size_t o = 0, k = 0; o < outputs.size(); ++o) {
     if (skipState && outputIsState[o]) continue;
-    results.emplace_back(outputs[o].type);
-    resultPtrs[o] = &results.back();
+    // Every output is written whole by its launch (or copied from the arena below), so it
+    // is not zero-filled first; under poisonFreed it starts as NaN, so that a kernel that
+    // leaves part of an output unwritten fails the poisoned tests.
+    Tensor& t = results[k++];
+    // (A default Tensor() reads as f32[] but holds no storage.)
+    const bool reusable = t.type() == outputs[o].type && (t.nbytes() == 0 || t.data());
+    if (!reusable) t = Tensor::uninitialized(outputs[o].type);
+    if (opts.poisonFreed) poison(t.data(), static_cast<int64_t>(t.nbytes()), t.dtype());
+    resultPtrs[o] = &t;
   }
   execute(inputPtrs, resultPtrs);
   for (size_t o = 0; o < outputs.size(); ++o)
     if (resultPtrs[o] && !outputs[o].bound && resultPtrs[o]->nbytes() > 0)
       std::memcpy(resultPtrs[o]->data(), slotPtr[static_cast<size_t>(outputs[o].slot)],
                   resultPtrs[o]->nbytes());
-  return results;
 }
 
 void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
@@ -862,6 +879,13 @@ std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs)
 
 std::map<std::string, Tensor> Executable::runStep(ParamStore& store,
                                                   const std::map<std::string, Tensor>& batch) {
+  std::map<std::string, Tensor> out;
+  runStep(store, batch, out);
+  return out;
+}
+
+void Executable::runStep(ParamStore& store, const std::map<std::string, Tensor>& batch,
+                         std::map<std::string, Tensor>& out) {
   Impl& m = *impl_;
   if (!m.opts.updateInPlace)
     throw std::logic_error("runStep needs an executable compiled with updateInPlace");
@@ -892,12 +916,18 @@ std::map<std::string, Tensor> Executable::runStep(ParamStore& store,
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
                                             fmt::join(missing, ", ")));
-  std::vector<Tensor> results = m.runWith(ptrs, true);
-  std::map<std::string, Tensor> out;
+  // The tensors `out` holds under the outputs' names are written over in place.
+  std::vector<Tensor> results;
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    if (m.outputIsState[i]) continue;
+    auto it = out.find(m.outputs[i].name);
+    results.push_back(it == out.end() ? Tensor() : std::move(it->second));
+  }
+  out.clear();
+  m.runInto(ptrs, true, results);
   size_t next = 0;
   for (size_t i = 0; i < m.outputs.size(); ++i)
     if (!m.outputIsState[i]) out.emplace(m.outputs[i].name, std::move(results[next++]));
-  return out;
 }
 
 const std::vector<std::string>& Executable::stateNames() const { return impl_->stateNames; }

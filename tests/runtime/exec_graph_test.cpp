@@ -3,6 +3,8 @@
 // in place, and the kernel cache.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "ir/parser.h"
 #include "runtime/executable.h"
 #include "runtime/param_store.h"
@@ -147,6 +149,45 @@ TEST(ExecState, UpdatesInPlaceOverTwoStepsLikeTheInterpreter) {
       ref.insert_or_assign("q", want[3]);
     }
     EXPECT_EQ(store.at("p").data(), pData) << "the store's tensor was replaced, not updated";
+  }
+}
+
+// A step with an output that is not state (u, as a model's logits): runStep into a kept
+// `out` writes over the tensors there instead of allocating new ones each step.
+TEST(ExecState, RunStepIntoOutWritesOverTheLastStepsOutputs) {
+  std::string text = kStep;
+  const std::string ret = "return %loss,";
+  text.replace(text.find(ret), ret.size(), "return %loss, %u,");
+  auto g = parseGraph(text);
+  for (bool poison : {false, true}) {
+    SCOPED_TRACE(poison ? "poisoned" : "plain");
+    auto opts = testing::testExecOptions();
+    opts.updateInPlace = true;
+    opts.poisonFreed = poison;
+    auto exe = Executable::compile(*g, opts);
+    auto ref = testing::randomInputs(*g, 9);
+    runtime::ParamStore store;
+    for (const char* name : {"p", "m", "q"}) store.set(name, ref.at(name));
+    const std::map<std::string, Tensor> batch{{"g", ref.at("g")}};
+    // A stale value under u's name (of u's type), one of another type under loss's, and a
+    // name that is no output: written over, replaced, dropped.
+    std::map<std::string, Tensor> out;
+    out.emplace("u", Tensor(TensorType{DType::f32, {300, 7}}));
+    out.emplace("loss", Tensor(TensorType{DType::f64, {}}));
+    out.emplace("stray", Tensor(TensorType{DType::f32, {2}}));
+    const void* uData = out.at("u").data();
+    for (int step = 0; step < 2; ++step) {
+      auto want = Interpreter().run(*g, ref);
+      exe->runStep(store, batch, out);
+      ASSERT_EQ(out.size(), 2u) << "step " << step;
+      EXPECT_EQ(out.at("u").data(), uData) << "step " << step << ": u was allocated again";
+      EXPECT_EQ(out.at("loss").dtype(), DType::f32);
+      EXPECT_TRUE(testing::allClose(out.at("loss"), want[0], 1e-5, 1e-5)) << "step " << step;
+      EXPECT_TRUE(testing::allClose(out.at("u"), want[1], 1e-6, 1e-6)) << "step " << step;
+      ref.insert_or_assign("p", want[2]);
+      ref.insert_or_assign("m", want[3]);
+      ref.insert_or_assign("q", want[4]);
+    }
   }
 }
 
