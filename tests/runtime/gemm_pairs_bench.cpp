@@ -2,7 +2,7 @@
 // the single-thread path: what the executable does for GEMM pairs, runtime/launch_schedule.h)
 // against one after the other, each split over both threads (what it does without). Not a
 // test:
-//   build/tests/runtime/gemm_pairs_bench [--runs 30] [--clock wall|cpu] [--preset small|base] [--only TEXT]
+//   build/tests/runtime/gemm_pairs_bench [--runs 30] [--clock wall|cpu] [--preset small|base] [--cold] [--only TEXT]
 // The two ways alternate, run by run, on the same buffers; the figures are the minimum and
 // the median time per pair of products over the runs, and GFLOP/s from the minimum. On a
 // loaded host the minimum wall time (the runs in which both threads kept a core) is the
@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   int runs = 30;
   bool cpu = false;
   bool base = false;
+  bool cold = false;      // --cold: caches overwritten before each timed way
   const char* only = "";  // run only the pairs whose name contains this
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
@@ -66,10 +67,12 @@ int main(int argc, char** argv) {
       cpu = std::strcmp(argv[++i], "cpu") == 0;
     } else if (std::strcmp(argv[i], "--preset") == 0 && i + 1 < argc) {
       base = std::strcmp(argv[++i], "base") == 0;
+    } else if (std::strcmp(argv[i], "--cold") == 0) {
+      cold = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--runs N] [--clock wall|cpu] [--preset small|base] [--only TEXT]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--runs N] [--clock wall|cpu] [--preset small|base] [--cold] [--only TEXT]\n", argv[0]);
       return 2;
     }
   }
@@ -89,6 +92,12 @@ int main(int argc, char** argv) {
       {"attn Q | K", mm(rows, d, d, false, false), mm(rows, d, d, false, false)},
   };
   ThreadPool pool(2), serial(1);
+  // The operands of a step's GEMM come from DRAM more often than not (the small step's
+  // arena is ~130 MiB): --cold writes 64 MiB before each timed way, not timed.
+  std::vector<char> evictBuf(cold ? size_t{64} << 20 : 0);
+  auto evict = [&] {
+    for (size_t i = 0; i < evictBuf.size(); i += 64) evictBuf[i] = static_cast<char>(evictBuf[i] + 1);
+  };
   std::printf("%s clock\n%-20s %22s %22s %8s\n", cpu ? "CPU (per thread)" : "wall", "pair",
               "split min/median ms", "paired min/median ms", "gain");
   for (const Case& cs : cases) {
@@ -96,10 +105,12 @@ int main(int argc, char** argv) {
     Product x(cs.x), y(cs.y);
     std::vector<double> split, paired;
     for (int r = 0; r < runs + 2; ++r) {  // two warm-up runs each
+      evict();
       double t0 = now(cpu);
       x.run(pool);
       y.run(pool);
       const double s = now(cpu) - t0;
+      evict();
       t0 = now(cpu);
       pool.runOnThreads(2, [&](int t) { (t == 0 ? x : y).run(serial); });
       const double p = now(cpu) - t0;
