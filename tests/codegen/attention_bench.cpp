@@ -2,7 +2,7 @@
 // forward and backward time per call, without a graph around them. Not a test:
 //   build/tests/codegen/attention_bench [--batch 32] [--heads 4] [--len 32] [--dim 64]
 //       [--causal] [--mask] [--dropout 0.1] [--threads 1] [--runs 300] [--clock cpu|wall]
-//       [--min-len N] [--mask-per-query] [--produce]
+//       [--min-len N] [--mask-per-query] [--produce] [--bthd]
 // --mask adds a key-padding mask [batch, 1, 1, len] (item b drops its last b % 5 keys, or with
 // --min-len N keeps N + (len - N) * b / (batch - 1) keys: padded sentences), as the
 // Transformer's padding masks; --mask-per-query stores the same mask once per query,
@@ -15,7 +15,9 @@
 // builds be checked for the same output. --produce rewrites q, k, v (before the forward) and
 // dout (before the backward) from copies with the pool's parallelFor before every call,
 // untimed, as the training step's head-split transposes do: the kernels then find their
-// operands where the step leaves them (partly in each thread's L2, the rest in L3).
+// operands where the step leaves them (partly in each thread's L2, the rest in L3). --bthd
+// reads and writes q, k, v, out and the gradients as [batch, len, heads, dim] (layout bthd:
+// each head's rows heads * dim apart, as the projection GEMMs leave them).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +37,7 @@ namespace {
 struct Options {
   int64_t batch = 32, heads = 4, len = 32, dim = 64, minLen = -1;
   bool causal = false, mask = false, perQuery = false, cpuClock = true, produce = false;
+  bool bthd = false;
   double dropout = 0;
   int threads = 1, runs = 300;
 };
@@ -53,6 +56,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.perQuery = o.mask = true;
     } else if (a == "--produce") {
       o.produce = true;
+    } else if (a == "--bthd") {
+      o.bthd = true;
     } else if (a == "--clock" && hasValue) {
       const std::string c = argv[++i];
       if (c != "cpu" && c != "wall") return false;
@@ -94,13 +99,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s [--batch B] [--heads H] [--len L] [--dim D] [--causal] [--mask] "
                  "[--dropout P] [--threads N] [--runs R] [--clock cpu|wall] [--min-len N] "
-                 "[--mask-per-query] [--produce]\n",
+                 "[--mask-per-query] [--produce] [--bthd]\n",
                  argv[0]);
     return 2;
   }
   const int64_t heads = o.batch * o.heads, n = heads * o.len * o.dim;
   codegen::AttentionParams p;
   p.batch = heads;
+  p.heads = o.bthd ? o.heads : 1;
   p.tq = p.tk = o.len;
   p.d = p.dv = o.dim;
   p.scale = 1.0 / std::sqrt(static_cast<double>(o.dim));
@@ -162,13 +168,14 @@ int main(int argc, char** argv) {
   const double dense = static_cast<double>(heads * o.len * o.len * o.dim);
   const Stat f = stat(tf), b = stat(tb);
   std::printf(
-      "B%lld H%lld L%lld D%lld%s%s%s%s, %d thread(s), %s clock, %d runs\n"
+      "B%lld H%lld L%lld D%lld%s%s%s%s%s, %d thread(s), %s clock, %d runs\n"
       "  forward  median %.3f ms  min %.3f ms  (%.1f GFLOP/s at the min)\n"
       "  backward median %.3f ms  min %.3f ms  (%.1f GFLOP/s at the min)\n"
       "  checksum %.9g\n",
       static_cast<long long>(o.batch), static_cast<long long>(o.heads),
       static_cast<long long>(o.len), static_cast<long long>(o.dim), o.causal ? " causal" : "",
-      o.perQuery ? " key-padding mask (per query)" : o.mask ? " key-padding mask" : "", o.dropout > 0 ? " dropout" : "", o.produce ? " produced" : "", o.threads,
+      o.perQuery ? " key-padding mask (per query)" : o.mask ? " key-padding mask" : "", o.dropout > 0 ? " dropout" : "", o.produce ? " produced" : "", o.bthd ? " bthd" : "",
+      o.threads,
       o.cpuClock ? "cpu" : "wall", o.runs, f.median * 1e3, f.min * 1e3,
       4 * dense / f.min * 1e-9, b.median * 1e3, b.min * 1e3, 10 * dense / b.min * 1e-9,
       checksum);
