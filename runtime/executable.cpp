@@ -325,9 +325,9 @@ struct Executable::Impl {
                     const std::vector<int>& loweredLaunch);
   void execute(const std::vector<void*>& inputPtrs, const std::vector<Tensor*>& results);
   // Runs with the inputs at `inputPtrs`; returns every output not in `skip` (state).
-  std::vector<Tensor> runWith(const std::vector<void*>& inputPtrs, bool skipState);
-  // runWith writing into `results` (one per output, skipped state outputs excepted, in
-  // output order): a tensor of the output's type is written over, any other replaced.
+  // Runs with the outputs written into `results` (one per output, skipped state outputs
+  // excepted, in output order): a tensor of the output's type is written over, any other
+  // is replaced.
   void runInto(const std::vector<void*>& inputPtrs, bool skipState, std::vector<Tensor>& results);
   void runKernel(Launch& l);
   void runGemm(Launch& l, ThreadPool* p);
@@ -741,13 +741,6 @@ void Executable::Impl::poisonDying(const Launch& l) {
   }
 }
 
-std::vector<Tensor> Executable::Impl::runWith(const std::vector<void*>& inputPtrs,
-                                              bool skipState) {
-  std::vector<Tensor> results;
-  runInto(inputPtrs, skipState, results);
-  return results;
-}
-
 void Executable::Impl::runInto(const std::vector<void*>& inputPtrs, bool skipState,
                                std::vector<Tensor>& results) {
   std::vector<Tensor*> resultPtrs(outputs.size(), nullptr);
@@ -856,6 +849,12 @@ void checkType(const std::string& name, const TensorType& want, const Tensor& go
 }  // namespace
 
 std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> out;
+  run(inputs, out);
+  return out;
+}
+
+void Executable::run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& out) {
   Impl& m = *impl_;
   if (m.opts.updateInPlace)
     throw std::logic_error("a stateful executable (updateInPlace) runs with runStep");
@@ -874,7 +873,7 @@ std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs)
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
                                             fmt::join(missing, ", ")));
-  return m.runWith(ptrs, false);
+  m.runInto(ptrs, false, out);
 }
 
 std::map<std::string, Tensor> Executable::runStep(ParamStore& store,

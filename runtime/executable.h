@@ -107,6 +107,9 @@ class Executable {
   // copied) and returns the outputs in order. Not for stateful executables. One run at a
   // time: the arena belongs to the executable.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // The same, with the outputs written into `out`: a tensor already at an output's index
+  // and of its type is written over in place, any other is replaced (see runStep below).
+  void run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& out);
 
   // The stateful mode: `store` holds every state input (stateNames()), `batch` the other
   // inputs. The state tensors are updated in place; the other outputs are returned by

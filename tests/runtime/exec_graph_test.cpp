@@ -19,9 +19,14 @@ void expectMatches(const Graph& g, runtime::ExecOptions opts, double tol = 1e-5)
   auto exe = Executable::compile(g, opts);
   auto in = testing::randomInputs(g, 21);
   auto want = Interpreter().run(g, in);
-  for (int rep = 0; rep < 2; ++rep) {  // a second run reuses the arena
-    auto got = exe->run(in);
+  std::vector<Tensor> got;
+  for (int rep = 0; rep < 2; ++rep) {  // a second run reuses the arena and the first's outputs
+    const void* first = got.empty() ? nullptr : got[0].data();
+    exe->run(in, got);
     ASSERT_EQ(got.size(), want.size());
+    if (first) {
+      EXPECT_EQ(got[0].data(), first) << "run " << rep << ": the outputs were allocated again";
+    }
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(testing::allClose(got[i], want[i], tol, tol))
           << "output " << g.outputs()[i]->name() << ", run " << rep;
