@@ -580,6 +580,18 @@ int64_t itemBase(const AttentionParams& p, int64_t b, int64_t T, int64_t width) 
   return ((b / p.heads) * T * p.heads + b % p.heads) * width;
 }
 
+// Layout bthd: a head's rows are pieces of width elements heads * width apart, which the
+// hardware prefetchers do not stream as they do one contiguous head; a task asks for all of
+// an operand's rows up front, so that their misses overlap.
+template <class T>
+void prefetchRows(const AttentionParams& p, const T* rows, int64_t n, int64_t width) {
+  if (p.heads == 1) return;
+  const int64_t ld = rowStride(p, width);
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < width; c += kLine) __builtin_prefetch(rows + r * ld + c);
+}
+
 // Causal: in a block pair (queries i0 + r, keys j0 + c), row r needs only the keys
 // c <= i0 + r - j0. The rows go in groups of kPad, each group's block products cut at the
 // columns its last row needs (keysNeeded of its end), so most of the masked triangle is
@@ -637,7 +649,10 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const T* vb = v + itemBase(p, b, p.tk, p.dv);
   std::fill_n(w.m.begin(), rows, ninf);
   std::fill_n(w.l.begin(), rows, T(0));
+  prefetchRows(p, qb, rows, p.d);
   if (w.head != b) {
+    prefetchRows(p, kb, tk, p.d);
+    prefetchRows(p, vb, tk, p.dv);
     for (int64_t j0 = 0; j0 < tk; j0 += kBlockK)
       copyRowsTransposed(pr, kb, j0, std::min(kBlockK, tk - j0), p.d, ldq,
                          w.kt.data() + j0 * p.d, padded(std::min(kBlockK, tk - j0)));
@@ -756,6 +771,11 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const T* lb = lse + b * p.tq;
   // q and dout with rows of dp / dvp, and where dq [tq, dp] accumulates (each with its row
   // stride: the operand's in place, the padded width in a copy).
+  prefetchRows(p, qb, p.tq, p.d);
+  prefetchRows(p, dob, p.tq, p.dv);
+  prefetchRows(p, ob, p.tq, p.dv);
+  prefetchRows(p, kb, p.tk, p.d);
+  prefetchRows(p, vb, p.tk, p.dv);
   if (!directD) copyRows(qb, 0, p.tq, p.d, ldq, w.qp.data(), dp);
   if (!directDv) copyRows(dob, 0, p.tq, p.dv, ldv, w.dop.data(), dvp);
   const T* qrows = directD ? qb : w.qp.data();
