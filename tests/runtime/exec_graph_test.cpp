@@ -124,21 +124,30 @@ constexpr const char* kStep = R"(graph @step {
 }
 )";
 
+// kStep's executable in the stateful mode, and its state p, m, q taken from `ref`.
+std::unique_ptr<Executable> compileStateful(const Graph& g, bool poison) {
+  auto opts = testing::testExecOptions();
+  opts.updateInPlace = true;
+  opts.poisonFreed = poison;
+  return Executable::compile(g, opts);
+}
+runtime::ParamStore stepState(const std::map<std::string, Tensor>& ref) {
+  runtime::ParamStore store;
+  for (const char* name : {"p", "m", "q"}) store.set(name, ref.at(name));
+  return store;
+}
+
 TEST(ExecState, UpdatesInPlaceOverTwoStepsLikeTheInterpreter) {
   auto g = parseGraph(kStep);
   for (bool poison : {false, true}) {
     SCOPED_TRACE(poison ? "poisoned" : "plain");
-    auto opts = testing::testExecOptions();
-    opts.updateInPlace = true;
-    opts.poisonFreed = poison;
-    auto exe = Executable::compile(*g, opts);
+    auto exe = compileStateful(*g, poison);
     EXPECT_EQ(exe->stateNames(), (std::vector<std::string>{"p", "m", "q"}));
     EXPECT_EQ(exe->stats().stateInPlace, 2);
     EXPECT_EQ(exe->stats().stateCopies, 1);
 
     auto ref = testing::randomInputs(*g, 8);
-    runtime::ParamStore store;
-    for (const char* name : {"p", "m", "q"}) store.set(name, ref.at(name));
+    runtime::ParamStore store = stepState(ref);
     const void* pData = store.at("p").data();
     const std::map<std::string, Tensor> batch{{"g", ref.at("g")}};
     for (int step = 0; step < 2; ++step) {
@@ -166,13 +175,9 @@ TEST(ExecState, RunStepIntoOutWritesOverTheLastStepsOutputs) {
   auto g = parseGraph(text);
   for (bool poison : {false, true}) {
     SCOPED_TRACE(poison ? "poisoned" : "plain");
-    auto opts = testing::testExecOptions();
-    opts.updateInPlace = true;
-    opts.poisonFreed = poison;
-    auto exe = Executable::compile(*g, opts);
+    auto exe = compileStateful(*g, poison);
     auto ref = testing::randomInputs(*g, 9);
-    runtime::ParamStore store;
-    for (const char* name : {"p", "m", "q"}) store.set(name, ref.at(name));
+    runtime::ParamStore store = stepState(ref);
     const std::map<std::string, Tensor> batch{{"g", ref.at("g")}};
     // A stale value under u's name (of u's type), one of another type under loss's, and a
     // name that is no output: written over, replaced, dropped.
