@@ -21,6 +21,8 @@ namespace tgc {
 namespace {
 
 using codegen::AttentionIsa;
+using library_test::nearScaled;
+using library_test::swapDims12;
 
 struct Rand {
   std::mt19937_64 rng;
@@ -32,19 +34,6 @@ struct Rand {
     return xs.begin()[pick(0, static_cast<int64_t>(xs.size()) - 1)];
   }
 };
-
-// x [B, T, H, D] as [B, H, T, D], or back (the same swap).
-Tensor swapHeads(const Tensor& x) {
-  const Shape& s = x.shape();
-  const int64_t n0 = s[0], n1 = s[1], n2 = s[2], n3 = s[3];
-  Tensor y(TensorType{x.dtype(), {n0, n2, n1, n3}});
-  for (int64_t a = 0; a < n0; ++a)
-    for (int64_t b = 0; b < n1; ++b)
-      for (int64_t c = 0; c < n2; ++c)
-        for (int64_t e = 0; e < n3; ++e)
-          y.setF(((a * n2 + c) * n1 + b) * n3 + e, x.getF(((a * n1 + b) * n2 + c) * n3 + e));
-  return y;
-}
 
 struct Problem {
   Graph g;
@@ -75,22 +64,6 @@ void build(Problem& p, bool bthd, const std::map<std::string, Tensor>& in, const
   p.bwd = p.g.add(OpKind::FusedAttentionGrad, b, attrs, {"dq", "dk", "dv"});
   p.g.setOutputs({p.fwd->result(0), p.fwd->result(1), p.bwd->result(0), p.bwd->result(1),
                   p.bwd->result(2)});
-}
-
-::testing::AssertionResult near(const std::string& what, const Tensor& got, const Tensor& want,
-                                double tol) {
-  if (got.shape() != want.shape())
-    return ::testing::AssertionFailure() << what << ": shapes differ";
-  double scale = 1;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::isfinite(want.getF(i))) scale = std::max(scale, std::fabs(want.getF(i)));
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double g = got.getF(i), w = want.getF(i);
-    if (std::isinf(w) && g == w) continue;
-    if (!(std::fabs(g - w) <= tol * scale))
-      return ::testing::AssertionFailure() << what << " element " << i << ": " << g << " vs " << w;
-  }
-  return ::testing::AssertionSuccess();
 }
 
 TEST(AttentionLayoutRandom, BthdMatchesBhtdAndTheKernelsMatchTheInterpreter) {
@@ -150,16 +123,16 @@ TEST(AttentionLayoutRandom, BthdMatchesBhtdAndTheKernelsMatchTheInterpreter) {
     Problem pt, ph;
     build(pt, true, in, attrs);
     std::map<std::string, Tensor> inH = in;
-    for (const char* n : {"q", "k", "v", "dout"}) inH.at(n) = swapHeads(in.at(n));
+    for (const char* n : {"q", "k", "v", "dout"}) inH.at(n) = swapDims12(in.at(n));
     build(ph, false, inH, attrs);
     const std::vector<Tensor> want = Interpreter().run(pt.g, pt.in);
     const std::vector<Tensor> wantH = Interpreter().run(ph.g, ph.in);
     // The interpreter: bthd is bhtd on the transposes (same arithmetic: exact).
     const double exact = 0;
-    EXPECT_TRUE(near("interp out", swapHeads(want[0]), wantH[0], exact));
-    EXPECT_TRUE(near("interp lse", want[1], wantH[1], exact));
+    EXPECT_TRUE(nearScaled("interp out", swapDims12(want[0]), wantH[0], exact));
+    EXPECT_TRUE(nearScaled("interp lse", want[1], wantH[1], exact));
     for (int i = 2; i < 5; ++i)
-      EXPECT_TRUE(near("interp grad " + std::to_string(i), swapHeads(want[static_cast<size_t>(i)]),
+      EXPECT_TRUE(nearScaled("interp grad " + std::to_string(i), swapDims12(want[static_cast<size_t>(i)]),
                        wantH[static_cast<size_t>(i)], exact));
     // The kernels, each ISA and pool.
     const double tol = dt == DType::f32 ? 3e-5 : 1e-10;
@@ -176,11 +149,11 @@ TEST(AttentionLayoutRandom, BthdMatchesBhtdAndTheKernelsMatchTheInterpreter) {
         std::vector<Tensor> go = library_test::runLibraryKernel(*pt.bwd, g, *pool);
         const std::string tag = std::string(isa == AttentionIsa::Avx2 ? "avx2" : "portable") +
                                 (pool == &pool1 ? " 1t " : " 2t ");
-        EXPECT_TRUE(near(tag + "out", fo[0], want[0], tol));
-        EXPECT_TRUE(near(tag + "lse", fo[1], want[1], tol));
-        EXPECT_TRUE(near(tag + "dq", go[0], want[2], tol));
-        EXPECT_TRUE(near(tag + "dk", go[1], want[3], tol));
-        EXPECT_TRUE(near(tag + "dv", go[2], want[4], tol));
+        EXPECT_TRUE(nearScaled(tag + "out", fo[0], want[0], tol));
+        EXPECT_TRUE(nearScaled(tag + "lse", fo[1], want[1], tol));
+        EXPECT_TRUE(nearScaled(tag + "dq", go[0], want[2], tol));
+        EXPECT_TRUE(nearScaled(tag + "dk", go[1], want[3], tol));
+        EXPECT_TRUE(nearScaled(tag + "dv", go[2], want[4], tol));
       }
     }
   }

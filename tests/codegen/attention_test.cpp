@@ -158,16 +158,7 @@ std::vector<const Tensor*> backwardOperands(const Problem& p, const Tensor& out,
 // x [B, T, H, D] of a bthd case as [B, H, T, D] (written here, not with the kernels' strides);
 // any other tensor as it is.
 Tensor asBhtd(const Case& c, const Tensor& x) {
-  if (!c.bthd || x.type().rank() != 4) return x;
-  const Shape& s = x.shape();
-  const int64_t b = s[0], t = s[1], h = s[2], d = s[3];
-  Tensor y(TensorType{x.dtype(), {b, h, t, d}});
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t j = 0; j < t; ++j)
-      for (int64_t k = 0; k < h; ++k)
-        for (int64_t e = 0; e < d; ++e)
-          y.setF(((i * h + k) * t + j) * d + e, x.getF(((i * t + j) * h + k) * d + e));
-  return y;
+  return c.bthd && x.type().rank() == 4 ? library_test::swapDims12(x) : x;
 }
 
 // ---- the naive reference: ir/fused_ops.h, literally, in double ---------------------------

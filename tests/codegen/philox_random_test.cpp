@@ -225,18 +225,6 @@ void build(Attention& a, std::mt19937_64& r, std::string& label) {
                   a.bwd->result(2)});
 }
 
-// |got - want| <= tol * max(1, max |want|); infinities equal.
-void expectNear(const std::string& what, const Tensor& got, const Tensor& want, double tol) {
-  double scale = 1;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::isfinite(want.getF(i))) scale = std::max(scale, std::fabs(want.getF(i)));
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = got.getF(i), w = want.getF(i);
-    if (std::isinf(w) && g == w) continue;
-    ASSERT_LE(std::fabs(g - w), tol * scale) << what << " element " << i << ": " << g << " vs " << w;
-  }
-}
-
 TEST(PhiloxRandom, AttentionDropoutMatchesTheInterpreter) {
   const codegen::AttentionIsa saved = codegen::attentionIsa();
   std::mt19937_64 r(9);
@@ -260,7 +248,7 @@ TEST(PhiloxRandom, AttentionDropoutMatchesTheInterpreter) {
     const double tol = a.in.at("q").dtype() == DType::f32 ? 2e-5 : 1e-11;
     const Tensor* got[] = {&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
     for (size_t i = 0; i < std::size(got); ++i)
-      expectNear(a.g.outputs()[i]->name(), *got[i], want[i], tol);
+      EXPECT_TRUE(library_test::nearScaled(a.g.outputs()[i]->name(), *got[i], want[i], tol));
     if (HasFailure()) break;
   }
   codegen::setAttentionIsa(saved);
