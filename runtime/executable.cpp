@@ -324,10 +324,9 @@ struct Executable::Impl {
   void generateCode(std::vector<codegen::LoweredKernel>& lowered,
                     const std::vector<int>& loweredLaunch);
   void execute(const std::vector<void*>& inputPtrs, const std::vector<Tensor*>& results);
-  // Runs with the inputs at `inputPtrs`; returns every output not in `skip` (state).
-  // Runs with the outputs written into `results` (one per output, skipped state outputs
-  // excepted, in output order): a tensor of the output's type is written over, any other
-  // is replaced.
+  // Runs with the inputs at `inputPtrs` and the outputs written into `results` (one per
+  // output, state outputs excepted under skipState, in output order): a tensor of the
+  // output's type is written over, any other is replaced.
   void runInto(const std::vector<void*>& inputPtrs, bool skipState, std::vector<Tensor>& results);
   void runKernel(Launch& l);
   void runGemm(Launch& l, ThreadPool* p);

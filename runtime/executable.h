@@ -120,7 +120,7 @@ class Executable {
   // tensor already there under an output's name and of its type is written over in place,
   // any other is replaced. A loop that keeps `out` from one step to the next allocates
   // nothing per step; fresh tensors cost page faults on every step (the small preset's
-  // 32 MB logits: ~1,800 faults and the kernel zeroing the pages).
+  // 32 MB logits: ~2,000 faults a step and the kernel zeroing the pages).
   void runStep(ParamStore& store, const std::map<std::string, Tensor>& batch,
                std::map<std::string, Tensor>& out);
 
