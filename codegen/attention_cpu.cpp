@@ -4,13 +4,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 
+#include "ir/env_flag.h"
 #include "ir/fused_ops.h"
 #include "ir/graph.h"
 #include "ir/philox.h"
@@ -601,17 +604,68 @@ int64_t keysNeeded(const AttentionParams& p, int64_t queryEnd, int64_t j0, int64
   return p.causal ? std::clamp<int64_t>(queryEnd - j0, 0, cols) : cols;
 }
 
+// Asks for rows [0, n) of an operand (rows of width, stride rowStride) to come into the
+// caches (hint T1: L2, not yet L1), whatever the layout; written for outputs.
+template <class T>
+void prefetchAhead(const AttentionParams& p, const T* rows, int64_t n, int64_t width,
+                   bool written = false) {
+  const int64_t ld = rowStride(p, width);
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < width; c += kLine) {
+      if (written)
+        __builtin_prefetch(rows + r * ld + c, 1, 2);
+      else
+        __builtin_prefetch(rows + r * ld + c, 0, 2);
+    }
+}
+
+// This thread's Scratch for a call at p's lengths and head dims, kept from call to call
+// (the training step calls the kernels at a few shapes over and over: no allocation and
+// no zero-filling each call), rebuilt when the sizes change; newCall() clears what one
+// call leaves behind.
+template <class Scratch>
+Scratch& threadScratch(const AttentionParams& p) {
+  thread_local std::unique_ptr<Scratch> w;
+  thread_local std::array<int64_t, 4> sizes{-1, -1, -1, -1};
+  const std::array<int64_t, 4> want{p.tq, p.tk, p.d, p.dv};
+  if (!w || sizes != want) {
+    w = std::make_unique<Scratch>(p);
+    sizes = want;
+  }
+  w->newCall();
+  return *w;
+}
+
+// Whether a task asks for the next task's operands before it starts on its own
+// (TGC_NO_ATTENTION_PREFETCH=1 turns it off, for A/B runs).
+bool prefetchNextTask() {
+  static const bool on = !envFlag("TGC_NO_ATTENTION_PREFETCH");
+  return on;
+}
+
 // Runs fn(task, scratch) for every task in [0, tasks), handed out one at a time from a
 // shared counter (tasks cost unequal time under a causal mask), with one Scratch per
-// thread built once per call.
-template <class Scratch, class Fn>
-void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, const Fn& fn) {
+// thread built once per call. Each thread takes its next task when it starts one and calls
+// ahead(next) first: the next task's operands then arrive from memory while this one
+// computes (in the training step they come from DRAM or L3: the backward's q, k, v, out
+// were saved in the forward long before).
+template <class Scratch, class Fn, class Ahead>
+void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, const Fn& fn,
+                 const Ahead& ahead) {
   std::atomic<int64_t> next{0};
   const int threads = static_cast<int>(std::min<int64_t>(pool.numThreads(), tasks));
   if (threads <= 0) return;
+  const bool lookAhead = prefetchNextTask();
   pool.runOnThreads(threads, [&](int) {
-    Scratch w(p);
-    for (int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) fn(t, w);
+    Scratch& w = threadScratch<Scratch>(p);
+    int64_t t = next.fetch_add(1);
+    while (t < tasks) {
+      const int64_t after = lookAhead ? next.fetch_add(1) : -1;
+      if (after >= 0 && after < tasks) ahead(after);
+      fn(t, w);
+      t = lookAhead ? after : next.fetch_add(1);
+    }
   });
 }
 
@@ -632,7 +686,67 @@ struct ForwardScratch {
         o(static_cast<size_t>(kBlockQ * padded(p.dv))),
         m(kBlockQ),
         l(kBlockQ) {}
+  void newCall() { head = -1; }  // another call's keys are not this one's
 };
+
+// Whether forwardBlock takes forwardOneBlock when all keys fit one block
+// (TGC_NO_ATTENTION_ONE_BLOCK=1: always the online softmax, for A/B runs).
+bool oneBlockForward() {
+  static const bool on = !envFlag("TGC_NO_ATTENTION_ONE_BLOCK");
+  return on;
+}
+
+// Queries [i0, i0 + rows) when all keys fit one block (p.tk <= kBlockK: the Transformer
+// presets' lengths; tk <= p.tk are the keys used) and dv needs no padding. Each row's softmax is then exact -- no running
+// max, no rescaling of the output -- so p is scaled by 1 / l (and dropout's keep factors)
+// before the product, which writes the output rows in place: no accumulator block and no
+// pass over it. qb, ob, lb are the block's first query, output row and lse; kt the keys
+// transposed [d, padded(tk)]; s the scratch for p.
+template <class T>
+void forwardOneBlock(const AttentionParams& p, const Prims<T>& pr, const RowRules<T>& rules,
+                     const T* qb, int64_t ldq, const T* kt, const T* vrows, int64_t ldv, T* ob,
+                     T* lb, int64_t i0, int64_t rows, int64_t tk, T* s) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t colsP = padded(tk);
+  for (int64_t r0 = 0; r0 < rows; r0 += causalGroup(p, rows)) {
+    const int64_t r1 = std::min(rows, r0 + causalGroup(p, rows));
+    const int64_t gCols = keysNeeded(p, i0 + r1, 0, tk), gColsP = padded(gCols);
+    if (gCols > 0)
+      pr.gemm(r1 - r0, gColsP, p.d, qb + r0 * ldq, ldq, 1, kt, colsP, s + r0 * colsP, colsP,
+              static_cast<T>(p.scale), false);
+    bool anyEmpty = gCols == 0;
+    for (int64_t r = r0; r < r1 && gCols > 0; ++r) {
+      T* sr = s + r * colsP;
+      const int64_t i = i0 + r;
+      rules.maskRow(sr, i, 0, gCols, gColsP);
+      const T mx = pr.max(sr, gColsP);
+      if (mx == ninf) {  // no allowed key: lse = -inf, out = 0 (below)
+        lb[r] = ninf;
+        anyEmpty = true;
+        continue;
+      }
+      const T l = pr.exp(sr, gColsP, mx);  // >= 1 unless NaN: NaN then spreads to the row
+      lb[r] = mx + std::log(l);
+      const T inv = T(1) / l;
+      if (p.pDrop > 0) {
+        T z[kBlockK];
+        rules.keepFactors(i, 0, gCols, z);
+        for (int64_t c = 0; c < gCols; ++c) sr[c] *= z[c] * inv;
+      } else {
+        for (int64_t c = 0; c < gCols; ++c) sr[c] *= inv;
+      }
+    }
+    if (gCols > 0)
+      pr.gemm(r1 - r0, p.dv, gCols, s + r0 * colsP, colsP, 1, vrows, ldv, ob + r0 * ldv, ldv,
+              T(1), false);
+    if (anyEmpty)  // rows without keys: written after the product, which may have read a NaN v
+      for (int64_t r = r0; r < r1; ++r)
+        if (gCols == 0 || lb[r] == ninf) {
+          lb[r] = ninf;
+          std::fill_n(ob + r * ldv, p.dv, T(0));
+        }
+  }
+}
 
 // Queries [i0, i0 + rows) of batch item b.
 template <class T>
@@ -661,6 +775,13 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   }
   const T* vrows = unpadded(p.dv) ? vb : w.vp.data();  // [tk, dvp] with row stride ldvRows
   const int64_t ldvRows = unpadded(p.dv) ? ldv : dvp;
+  // (Decided by the shapes, not by tk: a key-padding cut must not change the arithmetic.)
+  if (p.tk <= kBlockK && unpadded(p.dv) && oneBlockForward()) {
+    forwardOneBlock(p, pr, rules, qb, ldq, w.kt.data(), vrows, ldvRows,
+                    out + itemBase(p, b, p.tq, p.dv) + i0 * ldv, lse + b * p.tq + i0, i0, rows,
+                    tk, w.s.data());
+    return;
+  }
   const int64_t keyEnd = p.causal ? std::min(tk, i0 + rows) : tk;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, tk - j0), colsP = padded(cols);
@@ -719,9 +840,21 @@ void forwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                   const uint8_t* mask, T* out, T* lse, ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
   const int64_t qBlocks = (p.tq + kBlockQ - 1) / kBlockQ;
-  forEachTask<ForwardScratch<T>>(pool, p, p.batch * qBlocks, [&](int64_t t, ForwardScratch<T>& w) {
-    forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
-  });
+  forEachTask<ForwardScratch<T>>(
+      pool, p, p.batch * qBlocks,
+      [&](int64_t t, ForwardScratch<T>& w) {
+        forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
+      },
+      [&](int64_t t) {  // the block's queries and outputs; the head's keys and values once
+        const int64_t b = t / qBlocks, i0 = t % qBlocks * kBlockQ;
+        const int64_t rows = std::min(kBlockQ, p.tq - i0);
+        prefetchAhead(p, q + itemBase(p, b, p.tq, p.d) + i0 * rowStride(p, p.d), rows, p.d);
+        prefetchAhead(p, out + itemBase(p, b, p.tq, p.dv) + i0 * rowStride(p, p.dv), rows,
+                      p.dv, true);
+        if (i0 > 0) return;
+        prefetchAhead(p, k + itemBase(p, b, p.tk, p.d), p.tk, p.d);
+        prefetchAhead(p, v + itemBase(p, b, p.tk, p.dv), p.tk, p.dv);
+      });
 }
 
 // ---- backward ----------------------------------------------------------------------------
@@ -745,6 +878,7 @@ struct BackwardScratch {
         s(static_cast<size_t>(kBlockQ * kBlockK)),
         pz(static_cast<size_t>(kBlockQ * kBlockK)),
         ds(static_cast<size_t>(kBlockQ * kBlockK)) {}
+  void newCall() {}
   static size_t padCopy(int64_t cols, int64_t rows) {
     return unpadded(cols) ? 0 : static_cast<size_t>(rows * padded(cols));
   }
@@ -888,9 +1022,21 @@ void backwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                    const T* lse, const T* dout, const uint8_t* mask, T* dq, T* dk, T* dv,
                    ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
-  forEachTask<BackwardScratch<T>>(pool, p, p.batch, [&](int64_t b, BackwardScratch<T>& w) {
-    backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
-  });
+  forEachTask<BackwardScratch<T>>(
+      pool, p, p.batch,
+      [&](int64_t b, BackwardScratch<T>& w) {
+        backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
+      },
+      [&](int64_t b) {
+        prefetchAhead(p, q + itemBase(p, b, p.tq, p.d), p.tq, p.d);
+        prefetchAhead(p, k + itemBase(p, b, p.tk, p.d), p.tk, p.d);
+        prefetchAhead(p, v + itemBase(p, b, p.tk, p.dv), p.tk, p.dv);
+        prefetchAhead(p, out + itemBase(p, b, p.tq, p.dv), p.tq, p.dv);
+        prefetchAhead(p, dout + itemBase(p, b, p.tq, p.dv), p.tq, p.dv);
+        prefetchAhead(p, dq + itemBase(p, b, p.tq, p.d), p.tq, p.d, true);
+        prefetchAhead(p, dk + itemBase(p, b, p.tk, p.d), p.tk, p.d, true);
+        prefetchAhead(p, dv + itemBase(p, b, p.tk, p.dv), p.tk, p.dv, true);
+      });
 }
 
 void checkDtype(const AttentionParams& p) {

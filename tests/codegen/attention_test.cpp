@@ -645,12 +645,14 @@ TEST(AttentionExecutable, CompiledGraphMatchesTheInterpreter) {
 
 // A key-padding mask [B, 1, 1, Tk] lets the kernels stop at each item's last allowed key; the
 // same mask stored once per query ([B, 1, Tq, Tk]) does not. Both must give the same values
-// (the keys cut off add exact zeros): lengths across both key blocks, 1, 0 and all keys,
-// head dims read in place (64) and through padded copies (40), causal, dropout, both ISAs.
+// (the keys cut off add exact zeros): at l = 70 lengths across both key blocks, at l = 40
+// (one key block: the forward's exact softmax) lengths inside it; 1, 0 and all keys, head
+// dims read in place (64) and through padded copies (40), causal, dropout, both ISAs.
 template <class T>
-void checkKeyPaddingCut(int64_t d, bool causal, double pDrop) {
-  const std::vector<int64_t> lengths{70, 36, 1, 0, 65, 17};
-  const int64_t items = static_cast<int64_t>(lengths.size()), heads = 2, l = 70;
+void checkKeyPaddingCut(int64_t l, int64_t d, bool causal, double pDrop) {
+  const std::vector<int64_t> lengths =
+      l > 64 ? std::vector<int64_t>{l, 36, 1, 0, 65, 17} : std::vector<int64_t>{l, 36, 1, 0, 33, 17};
+  const int64_t items = static_cast<int64_t>(lengths.size()), heads = 2;
   const int64_t batch = items * heads, n = batch * l * d;
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -717,15 +719,16 @@ TEST(AttentionKernel, KeyPaddingCutMatchesTheSameMaskPerQuery) {
   if (codegen::attentionHasAvx2()) isas.push_back(AttentionIsa::Avx2);
   for (AttentionIsa isa : isas) {
     codegen::setAttentionIsa(isa);
-    for (int64_t d : {64, 40})
-      for (bool causal : {false, true})
-        for (double pDrop : {0.0, 0.2}) {
-          SCOPED_TRACE(::testing::Message() << (isa == AttentionIsa::Avx2 ? "avx2" : "portable")
-                                          << " d " << d << (causal ? " causal" : "")
-                                          << " p_drop " << pDrop);
-          checkKeyPaddingCut<float>(d, causal, pDrop);
-          if (d == 64 && pDrop == 0) checkKeyPaddingCut<double>(d, causal, pDrop);
-        }
+    for (int64_t l : {70, 40})
+      for (int64_t d : {64, 40})
+        for (bool causal : {false, true})
+          for (double pDrop : {0.0, 0.2}) {
+            SCOPED_TRACE(::testing::Message()
+                         << (isa == AttentionIsa::Avx2 ? "avx2" : "portable") << " l " << l
+                         << " d " << d << (causal ? " causal" : "") << " p_drop " << pDrop);
+            checkKeyPaddingCut<float>(l, d, causal, pDrop);
+            if (d == 64 && pDrop == 0) checkKeyPaddingCut<double>(l, d, causal, pDrop);
+          }
   }
   codegen::setAttentionIsa(saved);
 }
