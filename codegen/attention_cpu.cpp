@@ -604,22 +604,6 @@ int64_t keysNeeded(const AttentionParams& p, int64_t queryEnd, int64_t j0, int64
   return p.causal ? std::clamp<int64_t>(queryEnd - j0, 0, cols) : cols;
 }
 
-// Asks for rows [0, n) of an operand (rows of width, stride rowStride) to come into the
-// caches (hint T1: L2, not yet L1), whatever the layout; written for outputs.
-template <class T>
-void prefetchAhead(const AttentionParams& p, const T* rows, int64_t n, int64_t width,
-                   bool written = false) {
-  const int64_t ld = rowStride(p, width);
-  constexpr int64_t kLine = 64 / sizeof(T);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < width; c += kLine) {
-      if (written)
-        __builtin_prefetch(rows + r * ld + c, 1, 2);
-      else
-        __builtin_prefetch(rows + r * ld + c, 0, 2);
-    }
-}
-
 // This thread's Scratch for a call at p's lengths and head dims, kept from call to call
 // (the training step calls the kernels at a few shapes over and over: no allocation and
 // no zero-filling each call), rebuilt when the sizes change; newCall() clears what one
@@ -637,35 +621,16 @@ Scratch& threadScratch(const AttentionParams& p) {
   return *w;
 }
 
-// Whether a task asks for the next task's operands before it starts on its own
-// (TGC_NO_ATTENTION_PREFETCH=1 turns it off, for A/B runs).
-bool prefetchNextTask() {
-  static const bool on = !envFlag("TGC_NO_ATTENTION_PREFETCH");
-  return on;
-}
-
 // Runs fn(task, scratch) for every task in [0, tasks), handed out one at a time from a
-// shared counter (tasks cost unequal time under a causal mask), with one Scratch per
-// thread built once per call. Each thread takes its next task when it starts one and calls
-// ahead(next) first: the next task's operands then arrive from memory while this one
-// computes (in the training step they come from DRAM or L3: the backward's q, k, v, out
-// were saved in the forward long before).
-template <class Scratch, class Fn, class Ahead>
-void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, const Fn& fn,
-                 const Ahead& ahead) {
+// shared counter (tasks cost unequal time under a causal mask), with the thread's Scratch.
+template <class Scratch, class Fn>
+void forEachTask(ThreadPool& pool, const AttentionParams& p, int64_t tasks, const Fn& fn) {
   std::atomic<int64_t> next{0};
   const int threads = static_cast<int>(std::min<int64_t>(pool.numThreads(), tasks));
   if (threads <= 0) return;
-  const bool lookAhead = prefetchNextTask();
   pool.runOnThreads(threads, [&](int) {
     Scratch& w = threadScratch<Scratch>(p);
-    int64_t t = next.fetch_add(1);
-    while (t < tasks) {
-      const int64_t after = lookAhead ? next.fetch_add(1) : -1;
-      if (after >= 0 && after < tasks) ahead(after);
-      fn(t, w);
-      t = lookAhead ? after : next.fetch_add(1);
-    }
+    for (int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) fn(t, w);
   });
 }
 
@@ -840,21 +805,9 @@ void forwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                   const uint8_t* mask, T* out, T* lse, ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
   const int64_t qBlocks = (p.tq + kBlockQ - 1) / kBlockQ;
-  forEachTask<ForwardScratch<T>>(
-      pool, p, p.batch * qBlocks,
-      [&](int64_t t, ForwardScratch<T>& w) {
-        forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
-      },
-      [&](int64_t t) {  // the block's queries and outputs; the head's keys and values once
-        const int64_t b = t / qBlocks, i0 = t % qBlocks * kBlockQ;
-        const int64_t rows = std::min(kBlockQ, p.tq - i0);
-        prefetchAhead(p, q + itemBase(p, b, p.tq, p.d) + i0 * rowStride(p, p.d), rows, p.d);
-        prefetchAhead(p, out + itemBase(p, b, p.tq, p.dv) + i0 * rowStride(p, p.dv), rows,
-                      p.dv, true);
-        if (i0 > 0) return;
-        prefetchAhead(p, k + itemBase(p, b, p.tk, p.d), p.tk, p.d);
-        prefetchAhead(p, v + itemBase(p, b, p.tk, p.dv), p.tk, p.dv);
-      });
+  forEachTask<ForwardScratch<T>>(pool, p, p.batch * qBlocks, [&](int64_t t, ForwardScratch<T>& w) {
+    forwardBlock(p, pr, q, k, v, mask, out, lse, t / qBlocks, t % qBlocks * kBlockQ, w);
+  });
 }
 
 // ---- backward ----------------------------------------------------------------------------
@@ -1022,21 +975,9 @@ void backwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                    const T* lse, const T* dout, const uint8_t* mask, T* dq, T* dk, T* dv,
                    ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
-  forEachTask<BackwardScratch<T>>(
-      pool, p, p.batch,
-      [&](int64_t b, BackwardScratch<T>& w) {
-        backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
-      },
-      [&](int64_t b) {
-        prefetchAhead(p, q + itemBase(p, b, p.tq, p.d), p.tq, p.d);
-        prefetchAhead(p, k + itemBase(p, b, p.tk, p.d), p.tk, p.d);
-        prefetchAhead(p, v + itemBase(p, b, p.tk, p.dv), p.tk, p.dv);
-        prefetchAhead(p, out + itemBase(p, b, p.tq, p.dv), p.tq, p.dv);
-        prefetchAhead(p, dout + itemBase(p, b, p.tq, p.dv), p.tq, p.dv);
-        prefetchAhead(p, dq + itemBase(p, b, p.tq, p.d), p.tq, p.d, true);
-        prefetchAhead(p, dk + itemBase(p, b, p.tk, p.d), p.tk, p.d, true);
-        prefetchAhead(p, dv + itemBase(p, b, p.tk, p.dv), p.tk, p.dv, true);
-      });
+  forEachTask<BackwardScratch<T>>(pool, p, p.batch, [&](int64_t b, BackwardScratch<T>& w) {
+    backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
+  });
 }
 
 void checkDtype(const AttentionParams& p) {
