@@ -13,6 +13,7 @@
 
 #include "codegen/gemm_batched.h"
 #include "codegen/gemm_pack.h"
+#include "codegen/gemm_pair_share.h"
 #include "codegen/gemm_scratch.h"
 #include "codegen/jit.h"
 #include "ir/env_flag.h"
@@ -231,7 +232,8 @@ namespace {
 // kc step, and a block of C is finished while it is still in cache.
 template <class T>
 void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, const T* a,
-             const T* b, T* c, const Epilogue<T>& epi, ThreadPool* pool, const PrefetchPlan& next = {}) {
+             const T* b, T* c, const Epilogue<T>& epi, ThreadPool* pool, const PrefetchPlan& next = {},
+             GemmPairShare::Side share = {}) {
   const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
   if (d.k == 0 || alpha == T(0)) {
     if (epi.sumB) sumColumnsOfB(d, b, epi.sumB);
@@ -289,7 +291,9 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
       // Rows [i0, i0 + rows) times B slivers [js0, js1), over k in [k0, k1): per kc step,
       // pack A (unless read directly), then walk the tiles with the B sliver (L1) outer and
       // the A slivers (L2) inner.
-      auto work = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1) {
+      // The next block's A is prefetched while it is below prefetchEnd (past i0 + rows
+      // when the following rows are likely to run next on this thread).
+      auto work = [&](int64_t i0, int64_t rows, int64_t js0, int64_t js1, int64_t prefetchEnd) {
         // Kernel calls of this piece of work, over which `next` is spread.
         const int64_t calls = ceilDiv(rows, cfg.mc) * kbCount * (js1 - js0);
         int64_t call = 0;
@@ -311,8 +315,8 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
               const bool lastK = pc + cfg.kc >= k1;
               const int64_t npc = lastK ? k0 : pc + cfg.kc;
               const int64_t nic = lastK ? ic + cfg.mc : ic;
-              if (nic < i0 + rows)
-                nextA = pack::SourceLines(a, d.lda, d.transA, nic, std::min(cfg.mc, i0 + rows - nic), npc,
+              if (nic < prefetchEnd)
+                nextA = pack::SourceLines(a, d.lda, d.transA, nic, std::min(cfg.mc, prefetchEnd - nic), npc,
                                           std::min(cfg.kc, k1 - npc));
             }
             const T* panel = bp + (pc - k0) * panelRow;
@@ -335,20 +339,31 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
       // The threads take chunks of about half their share from a counter, so that the work
       // balances itself when a core is slowed by other load (smaller chunks reuse each B
       // sliver over fewer rows, and measured slower).
-      if (threads == 1) {
-        work(0, d.m, 0, nSlivers);
+      if (threads == 1 && share.share && next.empty()) {
+        // Half of a GEMM pair: blocks of mc rows, which the other thread takes some of once
+        // its own product has finished (codegen/gemm_pair_share.h).
+        auto block = [&](int64_t i) {
+          work(i * cfg.mc, std::min(cfg.mc, d.m - i * cfg.mc), 0, nSlivers, d.m);
+        };
+        GemmPairShare::Offer offer;
+        offer.run = [](const void* context, int64_t i) { (*static_cast<const decltype(block)*>(context))(i); };
+        offer.context = &block;
+        offer.blocks = ceilDiv(d.m, cfg.mc);
+        share.share->share(share.side, offer);
+      } else if (threads == 1) {
+        work(0, d.m, 0, nSlivers, d.m);
       } else if (mSlivers >= 2 * threads || mSlivers >= nSlivers) {
         // Rows: each chunk packs its own A rows; B is shared. Chunks of at most mc rows,
         // and of at least 4 slivers, so that B slivers are reused from L1.
         const int64_t want = std::clamp<int64_t>(ceilDiv(mSlivers, 2 * threads), std::min<int64_t>(4, mSlivers),
                                                  cfg.mc / MR);
         balancedChunks(*pool, mSlivers, want, [&](int64_t s0, int64_t s1) {
-          work(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers);
+          work(s0 * MR, std::min(d.m, s1 * MR) - s0 * MR, 0, nSlivers, std::min(d.m, s1 * MR));
         });
       } else {
         // Few rows, many columns: split the B slivers; each chunk packs all of A (small).
         balancedChunks(*pool, nSlivers, ceilDiv(nSlivers, 2 * threads),
-                       [&](int64_t s0, int64_t s1) { work(0, d.m, s0, s1); });
+                       [&](int64_t s0, int64_t s1) { work(0, d.m, s0, s1, d.m); });
       }
     }
   }
@@ -400,7 +415,7 @@ void* GemmEngine::epilogueKernel(const GemmEpilogue& epi) const {
 
 template <class T>
 void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool,
-                          const GemmEpilogueOperands& operands) const {
+                          const GemmEpilogueOperands& operands, GemmPairShare::Side share) const {
   const int64_t count = d.batchCount();
   if (d.sumB && d.n > 0) {
     if (!operands.sumB) throw std::invalid_argument("gemm: sumB is set but its output is missing");
@@ -454,7 +469,7 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
   };
   auto item = [&](int64_t index, ThreadPool* inner, const PrefetchPlan& next) {
     const auto it = itemOf(index);
-    product(config_, kern, d, it.a, it.b, it.c, it.epi, inner, next);
+    product(config_, kern, d, it.a, it.b, it.c, it.epi, inner, next, count == 1 ? share : GemmPairShare::Side{});
   };
 
   const int threads = pool.numThreads();
@@ -485,7 +500,7 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
 }
 
 void GemmEngine::run(const GemmDesc& desc, const void* a, const void* b, void* c,
-                     ThreadPool* pool, const GemmEpilogueOperands& epi) const {
+                     ThreadPool* pool, const GemmEpilogueOperands& epi, GemmPairShare::Side share) const {
   desc.validate();
   if (desc.dtype != config_.dtype)
     throw std::invalid_argument(fmt::format("gemm: {} operands given to the {} engine",
@@ -493,16 +508,16 @@ void GemmEngine::run(const GemmDesc& desc, const void* a, const void* b, void* c
   ThreadPool& p = pool ? *pool : ThreadPool::global();
   if (desc.dtype == DType::f32)
     runTyped(desc, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c), p,
-             epi);
+             epi, share);
   else
     runTyped(desc, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c), p,
-             epi);
+             epi, share);
 }
 
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool,
-          const GemmEpilogueOperands& epi) {
+          const GemmEpilogueOperands& epi, GemmPairShare::Side share) {
   desc.validate();
-  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool, epi);
+  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool, epi, share);
 }
 
 }  // namespace tgc::codegen

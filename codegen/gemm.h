@@ -34,6 +34,7 @@
 
 #include "codegen/gemm_epilogue.h"
 #include "codegen/gemm_kernel.h"
+#include "codegen/gemm_pair_share.h"
 #include "ir/dtype.h"
 
 namespace tgc {
@@ -91,9 +92,10 @@ class GemmEngine {
   const GemmKernelConfig& config() const { return config_; }
 
   // Runs the batched product and desc.epilogue (with `epi`'s operands); `pool` defaults to
-  // ThreadPool::global().
+  // ThreadPool::global(). `share`: the product is half of a GEMM pair, run on a pool of one
+  // thread, whose other thread may help with it (a single product; ignored for a batch).
   void run(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,
-           const GemmEpilogueOperands& epi = {}) const;
+           const GemmEpilogueOperands& epi = {}, GemmPairShare::Side share = {}) const;
 
   // The generated kernel (GemmEpilogueKernel<float or double>*) of epi's stages, compiled
   // on first use; null for an empty epilogue.
@@ -102,7 +104,7 @@ class GemmEngine {
  private:
   template <class T>
   void runTyped(const GemmDesc& desc, const T* a, const T* b, T* c, ThreadPool& pool,
-                const GemmEpilogueOperands& epi) const;
+                const GemmEpilogueOperands& epi, GemmPairShare::Side share) const;
 
   Jit* jit_;
   GemmKernelConfig config_;
@@ -121,6 +123,6 @@ GemmBBlocking gemmBBlocking(const GemmKernelConfig& config, const GemmDesc& desc
 
 // Runs desc with the host engine for its dtype.
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,
-          const GemmEpilogueOperands& epi = {});
+          const GemmEpilogueOperands& epi = {}, GemmPairShare::Side share = {});
 
 }  // namespace tgc::codegen

@@ -276,6 +276,7 @@ ExecOptions ExecOptions::fromEnv() {
   o.profile = envFlag("TGC_PROFILE");
   o.fuse = !envFlag("TGC_NO_FUSION");
   o.gemmPairs = !envFlag("TGC_NO_GEMM_PAIRS");
+  o.gemmPairHelp = !envFlag("TGC_NO_GEMM_PAIR_HELP");
   return o;
 }
 
@@ -329,7 +330,7 @@ struct Executable::Impl {
   // output's type is written over, any other is replaced.
   void runInto(const std::vector<void*>& inputPtrs, bool skipState, std::vector<Tensor>& results);
   void runKernel(Launch& l);
-  void runGemm(Launch& l, ThreadPool* p);
+  void runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare::Side share = {});
   void poisonDying(const Launch& l);
 };
 
@@ -722,7 +723,7 @@ void Executable::Impl::runKernel(Launch& l) {
                     l.grain);
 }
 
-void Executable::Impl::runGemm(Launch& l, ThreadPool* p) {
+void Executable::Impl::runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare::Side share) {
   const int64_t cBytes = slots[static_cast<size_t>(l.slots[2])].bytes;
   if (l.gemmZeroK)
     std::memset(l.ptrs[2], 0, static_cast<size_t>(cBytes));
@@ -730,7 +731,7 @@ void Executable::Impl::runGemm(Launch& l, ThreadPool* p) {
     codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p);
   else if (cBytes > 0)
     codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
-                  epilogueOperands(l.gemm, l.ptrs.data() + 3));
+                  epilogueOperands(l.gemm, l.ptrs.data() + 3), share);
 }
 
 void Executable::Impl::poisonDying(const Launch& l) {
@@ -792,16 +793,31 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
     const auto t0 = now();
     if (l.partner == static_cast<int>(i) + 1) {
       // A GEMM pair: one GEMM per thread, each on the serial path with its own packing
-      // scratch (thread_local in codegen/gemm.cpp), each timed on its own thread.
+      // scratch (thread_local in codegen/gemm.cpp), each timed on its own thread. The
+      // thread that finishes first helps the other; that time counts to the other launch.
       Launch& r = launches[++i];
       for (size_t b = 0; b < r.slots.size(); ++b) r.ptrs[b] = at(r.slots[b]);
+      codegen::GemmPairShare share;
+      double helped[2] = {0, 0};
       pool->runOnThreads(2, [&](int t) {
         Launch& half = t == 0 ? l : r;
         const auto t1 = now();
-        runGemm(half, &serial);
+        if (opts.gemmPairHelp) {
+          struct Finish {  // also when the GEMM throws: the other thread stops helping
+            codegen::GemmPairShare& s;
+            int side;
+            ~Finish() { s.finish(side); }
+          } finish{share, t};
+          runGemm(half, &serial, {&share, t});
+        } else {
+          runGemm(half, &serial);
+        }
         if (opts.profile) half.seconds += secondsSince(t1);
+        if (opts.gemmPairHelp) helped[t] = share.help(t);
       });
       if (opts.profile) {
+        l.seconds += helped[1];
+        r.seconds += helped[0];
         const double wall = secondsSince(t0);
         for (Launch* h : {&l, &r}) {
           h->stepSeconds += wall;

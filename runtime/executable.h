@@ -19,6 +19,8 @@
 // similar FLOPs is moved next to an earlier one (runtime/launch_schedule.h) and the two run
 // at the same time, one per thread, each on the single-thread path. They share one step of
 // the memory plan, so nothing live in one of them shares bytes with the other's buffers.
+// The thread that finishes its GEMM first takes blocks of rows of the other's
+// (ExecOptions::gemmPairHelp, codegen/gemm_pair_share.h), so the two end together.
 //
 // Debug mode (ExecOptions::poisonFreed, or TGC_POISON=1): the arena starts filled with NaN
 // bytes, and after each launch (after both launches of a pair) every arena buffer that died
@@ -57,10 +59,12 @@ struct ExecOptions {
   // With a pool of exactly 2 threads: independent GEMMs of similar FLOPs run side by side,
   // one per thread (runtime/launch_schedule.h); TGC_NO_GEMM_PAIRS=1: off.
   bool gemmPairs = true;
+  // The half of a pair that finishes first helps the other; TGC_NO_GEMM_PAIR_HELP=1: off.
+  bool gemmPairHelp = true;
 
   // Defaults, with TGC_NO_CACHE=1 turning the cache off, TGC_POISON=1 poisoning,
-  // TGC_PROFILE=1 profiling, TGC_NO_FUSION=1 one kernel per node and TGC_NO_GEMM_PAIRS=1 no
-  // GEMM pairs.
+  // TGC_PROFILE=1 profiling, TGC_NO_FUSION=1 one kernel per node, TGC_NO_GEMM_PAIRS=1 no
+  // GEMM pairs and TGC_NO_GEMM_PAIR_HELP=1 no help between their halves.
   static ExecOptions fromEnv();
 };
 

@@ -352,12 +352,16 @@ std::vector<Tensor> runInterp(const Graph& g, std::map<std::string, Tensor> inpu
 // The total is wall time: a GEMM pair (two launches side by side, one per thread) counts
 // its wall time once; each of its launches lists its own thread's time, marked "(pair)".
 void printProfile(std::vector<runtime::Executable::LaunchTime> launches, size_t shown) {
-  double total = 0, gemm = 0;
+  double total = 0, gemm = 0, pairWall = 0, pairOwn = 0;
   int paired = 0;
   for (size_t i = 0; i < launches.size(); ++i) {
     const auto& l = launches[i];
-    if (l.partner >= 0) ++paired;
+    if (l.partner >= 0) {
+      ++paired;
+      pairOwn += l.seconds;
+    }
     if (l.partner >= 0 && l.partner < static_cast<int>(i)) continue;  // its pair is counted
+    if (l.partner >= 0) pairWall += l.stepSeconds;
     const double wall = l.partner >= 0 ? l.stepSeconds : l.seconds;
     total += wall;
     if (l.gemm) gemm += wall;
@@ -371,8 +375,10 @@ void printProfile(std::vector<runtime::Executable::LaunchTime> launches, size_t 
              runs, runs == 1 ? "" : "s", runs ? total / static_cast<double>(runs) * 1e3 : 0.0,
              total > 0 ? 100 * gemm / total : 0.0, total > 0 ? 100 * (total - gemm) / total : 0.0,
              paired ? fmt::format("; pairs: {} launches ran side by side (each listed with its "
-                                  "own thread's time)",
-                                  paired)
+                                  "own thread's time; {:.3f} ms a run of wall, {:.1f}% of their "
+                                  "two threads' time idle)",
+                                  paired, runs ? pairWall / static_cast<double>(runs) * 1e3 : 0.0,
+                                  pairWall > 0 ? 100 * (1 - pairOwn / (2 * pairWall)) : 0.0)
                     : std::string());
   for (size_t i = 0; i < std::min(shown, launches.size()); ++i)
     fmt::print(stderr, "  {:6.2f}%  {:9.3f} ms  {}{}\n",

@@ -1,0 +1,62 @@
+#include "codegen/gemm_pair_share.h"
+
+#include <chrono>
+
+namespace tgc::codegen {
+
+namespace {
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Runs the blocks of `o` that nobody has taken yet; returns how many.
+int64_t runBlocks(GemmPairShare::Offer& o) {
+  int64_t ran = 0;
+  for (int64_t i = o.next.fetch_add(1, std::memory_order_relaxed); i < o.blocks;
+       i = o.next.fetch_add(1, std::memory_order_relaxed), ++ran)
+    o.run(o.context, i);
+  return ran;
+}
+
+}  // namespace
+
+// The offer is published, and withdrawn before it goes out of scope. A helper announces
+// itself in visitors_ before it reads offer_, and leaves after its last block; all of
+// these are sequentially consistent, so once share() has withdrawn the offer and then read
+// no visitors, no helper holds the offer or runs one of its blocks.
+void GemmPairShare::share(int side, Offer& offer) {
+  offer_[side].store(&offer);
+  runBlocks(offer);
+  offer_[side].store(nullptr);
+  while (visitors_[side].load() != 0) cpuRelax();
+}
+
+void GemmPairShare::finish(int side) { finished_[side].store(true, std::memory_order_release); }
+
+double GemmPairShare::help(int side) {
+  const int other = 1 - side;
+  double seconds = 0;
+  while (!finished_[other].load(std::memory_order_acquire)) {
+    if (!offer_[other].load(std::memory_order_relaxed)) {  // packing, or between panels
+      cpuRelax();
+      continue;
+    }
+    visitors_[other].fetch_add(1);
+    int64_t ran = 0;
+    if (Offer* o = offer_[other].load()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ran = runBlocks(*o);
+      if (ran) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    visitors_[other].fetch_sub(1);
+    if (!ran) cpuRelax();  // every block taken: the owner is finishing its last one
+  }
+  return seconds;
+}
+
+}  // namespace tgc::codegen
