@@ -69,6 +69,13 @@ using DotFn = T (*)(const T* x, const T* y, int64_t n);
 // s[c] = -inf where m[c] == 0, c < n (any n): a mask row with unit stride.
 template <class T>
 using MaskFn = void (*)(T* s, const uint8_t* m, int64_t n);
+// One row's softmax in place, x[0..n) (n a multiple of kPad, the disallowed keys -inf):
+// x = exp(x - max) / l with l the sum of the exps; returns max + log(l). A row without an
+// allowed key returns -inf and is left as it is; a NaN score makes the row and the result
+// NaN. (max, exp and the scaling in one call: at short lengths the calls cost as much as
+// the work.)
+template <class T>
+using SoftmaxFn = T (*)(T* x, int64_t n);
 
 template <class T>
 struct Prims {
@@ -79,6 +86,7 @@ struct Prims {
   TransposeFn<T> transpose;
   DotFn<T> dot;
   MaskFn<T> mask;
+  SoftmaxFn<T> softmax;
 };
 
 void uniformsPortable(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, float* u) {
@@ -137,6 +145,19 @@ T expPortable(T* x, int64_t n, T shift) {
     sum += x[i];
   }
   return sum;
+}
+
+template <class T>
+T softmaxPortable(T* x, int64_t n) {
+  const T mx = maxPortable(x, n);
+  if (mx == -std::numeric_limits<T>::infinity()) return mx;
+  if (std::isnan(mx)) {
+    std::fill(x, x + n, mx);
+    return mx;
+  }
+  const T l = expPortable(x, n, mx), inv = T(1) / l;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  return mx + std::log(l);
 }
 
 #ifdef TGC_ATTENTION_X86
@@ -348,6 +369,50 @@ TGC_AVX2 float expAvx2(float* x, int64_t n, float shift) {
   return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
+// The max / the sum of 8 floats, in every lane.
+TGC_AVX2_INLINE __m256 maxAllLanes(__m256 v) {
+  v = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
+  v = _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0x4E));
+  return _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
+}
+TGC_AVX2_INLINE __m256 sumAllLanes(__m256 v) {
+  v = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
+  v = _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0x4E));
+  return _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
+}
+
+TGC_AVX2 float softmaxAvx2(float* x, int64_t n) {
+  constexpr float ninf = -std::numeric_limits<float>::infinity();
+  __m256 m0 = _mm256_set1_ps(ninf), m1 = m0;
+  __m256 nan = _mm256_setzero_ps();  // lanes that saw a NaN (max_ps would drop it)
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    m0 = _mm256_max_ps(m0, x0);
+    m1 = _mm256_max_ps(m1, x1);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x0, x1, _CMP_UNORD_Q));
+  }
+  if (_mm256_movemask_ps(nan)) {
+    std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  const __m256 mx = maxAllLanes(_mm256_max_ps(m0, m1));
+  const float mxs = _mm256_cvtss_f32(mx);
+  if (mxs == ninf) return ninf;
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m256 y0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mx));
+    const __m256 y1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mx));
+    _mm256_storeu_ps(x + i, y0);
+    _mm256_storeu_ps(x + i + 8, y1);
+    s0 = _mm256_add_ps(s0, y0);
+    s1 = _mm256_add_ps(s1, y1);
+  }
+  const __m256 l = sumAllLanes(_mm256_add_ps(s0, s1));
+  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), l);
+  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  return mxs + std::log(_mm256_cvtss_f32(l));
+}
+
 template <class T>
 TGC_AVX2 T maxAvx2(const T* x, int64_t n) {
   alignas(32) T t[16];
@@ -481,16 +546,16 @@ Prims<T> prims() {
 #ifdef TGC_ATTENTION_X86
   if (currentIsa() == AttentionIsa::Avx2) {
     if constexpr (std::is_same_v<T, float>)
-      return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2,           &uniformsAvx2,
-              &transposeAvx2,   &dotAvx2,        &maskAvx2};
+      return {&gemmAvx2<float>, &maxAvx2<float>, &expAvx2,  &uniformsAvx2,
+              &transposeAvx2,   &dotAvx2,        &maskAvx2, &softmaxAvx2};
     else
       return {&gemmAvx2<double>,        &maxAvx2<double>,  &expPortable<double>,
               &uniformsAvx2,            &transposePortable<double>, &dotPortable<double>,
-              &maskPortable<double>};
+              &maskPortable<double>,    &softmaxPortable<double>};
   }
 #endif
   return {&gemmPortable<T>,      &maxPortable<T>, &expPortable<T>,  &uniformsPortable,
-          &transposePortable<T>, &dotPortable<T>, &maskPortable<T>};
+          &transposePortable<T>, &dotPortable<T>, &maskPortable<T>, &softmaxPortable<T>};
 }
 
 // ---- masks and dropout -------------------------------------------------------------------
@@ -684,21 +749,16 @@ void forwardOneBlock(const AttentionParams& p, const Prims<T>& pr, const RowRule
       T* sr = s + r * colsP;
       const int64_t i = i0 + r;
       rules.maskRow(sr, i, 0, gCols, gColsP);
-      const T mx = pr.max(sr, gColsP);
-      if (mx == ninf) {  // no allowed key: lse = -inf, out = 0 (below)
-        lb[r] = ninf;
+      lb[r] = pr.softmax(sr, gColsP);
+      if (lb[r] == ninf) {  // no allowed key: out = 0 (below)
+        std::fill(sr, sr + gCols, T(0));
         anyEmpty = true;
         continue;
       }
-      const T l = pr.exp(sr, gColsP, mx);  // >= 1 unless NaN: NaN then spreads to the row
-      lb[r] = mx + std::log(l);
-      const T inv = T(1) / l;
       if (p.pDrop > 0) {
         T z[kBlockK];
         rules.keepFactors(i, 0, gCols, z);
-        for (int64_t c = 0; c < gCols; ++c) sr[c] *= z[c] * inv;
-      } else {
-        for (int64_t c = 0; c < gCols; ++c) sr[c] *= inv;
+        for (int64_t c = 0; c < gCols; ++c) sr[c] *= z[c];
       }
     }
     if (gCols > 0)
