@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <sched.h>
+
 namespace tgc::codegen {
 
 namespace {
@@ -13,6 +15,24 @@ inline void cpuRelax() {
   asm volatile("yield");
 #endif
 }
+
+// A wait that polls: after kSpinPolls polls it yields the core on each one (as
+// ThreadPool's waits do): when other processes keep the cores busy, the thread waited for
+// may be the one that needs this core.
+class Backoff {
+ public:
+  void poll() {
+    if (++polls_ < kSpinPolls)
+      cpuRelax();
+    else
+      sched_yield();
+  }
+  void reset() { polls_ = 0; }
+
+ private:
+  static constexpr int kSpinPolls = 200;
+  int polls_ = 0;
+};
 
 // Runs the blocks of `o` that nobody has taken yet; returns how many.
 int64_t runBlocks(GemmPairShare::Offer& o) {
@@ -33,7 +53,8 @@ void GemmPairShare::share(int side, Offer& offer) {
   offer_[side].store(&offer);
   runBlocks(offer);
   offer_[side].store(nullptr);
-  while (visitors_[side].load() != 0) cpuRelax();
+  Backoff wait;
+  while (visitors_[side].load() != 0) wait.poll();
 }
 
 void GemmPairShare::finish(int side) { finished_[side].store(true, std::memory_order_release); }
@@ -41,9 +62,10 @@ void GemmPairShare::finish(int side) { finished_[side].store(true, std::memory_o
 double GemmPairShare::help(int side) {
   const int other = 1 - side;
   double seconds = 0;
+  Backoff idle;
   while (!finished_[other].load(std::memory_order_acquire)) {
     if (!offer_[other].load(std::memory_order_relaxed)) {  // packing, or between panels
-      cpuRelax();
+      idle.poll();
       continue;
     }
     visitors_[other].fetch_add(1);
@@ -54,7 +76,10 @@ double GemmPairShare::help(int side) {
       if (ran) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     visitors_[other].fetch_sub(1);
-    if (!ran) cpuRelax();  // every block taken: the owner is finishing its last one
+    if (ran)
+      idle.reset();
+    else
+      idle.poll();  // every block taken: the owner is finishing its last one
   }
   return seconds;
 }
