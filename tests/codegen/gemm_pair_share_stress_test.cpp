@@ -127,9 +127,11 @@ std::array<int, 2> stressPairs(uint32_t seed, int rounds, int hugeEvery) {
   ThreadPool pool(2), serial(1);
   std::array<int, 2> helpedRounds{0, 0};
   for (int round = 0; round < rounds; ++round) {
-    Product<T> p[2] = {randomProduct<T>(rng, hugeEvery && round % hugeEvery == 0),
-                       randomProduct<T>(rng, false)};
-    if (round % 2) std::swap(p[0], p[1]);  // the large one on either side
+    const bool huge = hugeEvery && round % hugeEvery == 0;
+    Product<T> p[2] = {randomProduct<T>(rng, huge), randomProduct<T>(rng, false)};
+    // A huge product (tens of ms: the other side surely finishes first and helps) on
+    // either side in turn; the others on a random side.
+    if (huge ? (round / hugeEvery) % 2 == 1 : rng() % 2 == 1) std::swap(p[0], p[1]);
     Product<T> want[2] = {p[0], p[1]};
     for (auto& w : want) w.run(serial);
     GemmPairShare share;
@@ -159,14 +161,19 @@ std::array<int, 2> stressPairs(uint32_t seed, int rounds, int hugeEvery) {
 
 TEST(GemmPairShareStress, RandomPairsEqualTheirProductsRunAloneBitForBitF32) {
   const auto helped = stressPairs<float>(2026, 60, 10);
-  // Each side finished first in some rounds and took blocks of the other's product.
+  RecordProperty("helped_rounds", std::to_string(helped[0]) + "," + std::to_string(helped[1]));
+  // Each side finished first in some rounds and took blocks of the other's product (on
+  // a busy host a few-ms product often ends before the idle side gets the core back; the
+  // huge ones do not).
   EXPECT_GE(helped[0], 1);
   EXPECT_GE(helped[1], 1);
 }
 
 TEST(GemmPairShareStress, RandomPairsEqualTheirProductsRunAloneBitForBitF64) {
-  const auto helped = stressPairs<double>(1130, 30, 15);
-  EXPECT_GE(helped[0] + helped[1], 1);
+  const auto helped = stressPairs<double>(1130, 30, 10);
+  RecordProperty("helped_rounds", std::to_string(helped[0]) + "," + std::to_string(helped[1]));
+  EXPECT_GE(helped[0], 1);
+  EXPECT_GE(helped[1], 1);
 }
 
 // Waits for `done` up to `limit`; false on a timeout (the caller then leaks what the stuck
