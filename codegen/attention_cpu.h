@@ -11,7 +11,11 @@
 // the last key its last row may see; dropout draws philoxUniformAt for each element of the
 // [..., Tq, Tk] index space (8 Philox calls, 32 elements, at a time with AVX2), exactly the
 // frontend's stream.
-// Short sequences (L <= 64, the Transformer presets) are one block: one task per head.
+// Short sequences (L <= 64, the Transformer presets) are one block: one task per head, and
+// the forward computes each row's softmax exactly (max, exp, sum and 1/l in one call), scales
+// p by 1/l and dropout's factors and writes the product p v straight into out -- no running
+// max, no rescaling, no accumulator block (TGC_NO_ATTENTION_ONE_BLOCK=1: the online path).
+// Each thread keeps its scratch blocks from call to call (rebuilt when the shapes change).
 // With a key-padding mask (the same for every query) both kernels stop at the head's last
 // allowed key: a padded batch item costs its own length, not the padded one.
 //
