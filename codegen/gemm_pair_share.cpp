@@ -49,12 +49,20 @@ int64_t runBlocks(GemmPairShare::Offer& o) {
 // itself in visitors_ before it reads offer_, and leaves after its last block; all of
 // these are sequentially consistent, so once share() has withdrawn the offer and then read
 // no visitors, no helper holds the offer or runs one of its blocks.
+// The offer is withdrawn also when a block throws (a guard), so no helper finds it
+// after share() has unwound.
 void GemmPairShare::share(int side, Offer& offer) {
+  struct Withdraw {
+    GemmPairShare& s;
+    int side;
+    ~Withdraw() {
+      s.offer_[side].store(nullptr);
+      Backoff wait;
+      while (s.visitors_[side].load() != 0) wait.poll();
+    }
+  } withdraw{*this, side};
   offer_[side].store(&offer);
   runBlocks(offer);
-  offer_[side].store(nullptr);
-  Backoff wait;
-  while (visitors_[side].load() != 0) wait.poll();
 }
 
 void GemmPairShare::finish(int side) { finished_[side].store(true, std::memory_order_release); }
@@ -68,14 +76,19 @@ double GemmPairShare::help(int side) {
       idle.poll();
       continue;
     }
-    visitors_[other].fetch_add(1);
     int64_t ran = 0;
-    if (Offer* o = offer_[other].load()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ran = runBlocks(*o);
-      if (ran) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      struct Visit {  // leaves also when a block throws, so the owner does not wait for ever
+        std::atomic<int>& visitors;
+        explicit Visit(std::atomic<int>& v) : visitors(v) { visitors.fetch_add(1); }
+        ~Visit() { visitors.fetch_sub(1); }
+      } visit(visitors_[other]);
+      if (Offer* o = offer_[other].load()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ran = runBlocks(*o);
+        if (ran) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
-    visitors_[other].fetch_sub(1);
     if (ran)
       idle.reset();
     else

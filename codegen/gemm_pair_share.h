@@ -40,7 +40,9 @@ class GemmPairShare {
   void finish(int side);
 
   // Called on `side`'s thread once its own product has finished: runs blocks of the other
-  // side's offers until that product finishes too. Returns the seconds spent running them.
+  // side's offers until that product finishes too. Returns the seconds spent running
+  // blocks. The two sides must run at the same time (ThreadPool::runsSideBySide): help()
+  // waits for the other side to finish.
   double help(int side);
 
  private:

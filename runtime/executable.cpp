@@ -810,10 +810,12 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
       for (size_t b = 0; b < r.slots.size(); ++b) r.ptrs[b] = at(r.slots[b]);
       codegen::GemmPairShare share;
       double helped[2] = {0, 0};
+      // Nested in another pool's job the halves run one after the other: no help then.
+      const bool help = opts.gemmPairHelp && pool->runsSideBySide(2);
       pool->runOnThreads(2, [&](int t) {
         Launch& half = t == 0 ? l : r;
         const auto t1 = now();
-        if (opts.gemmPairHelp) {
+        if (help) {
           struct Finish {  // also when the GEMM throws: the other thread stops helping
             codegen::GemmPairShare& s;
             int side;
@@ -824,7 +826,7 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
           runGemm(half, &serial);
         }
         if (opts.profile) half.seconds += secondsSince(t1);
-        if (opts.gemmPairHelp) helped[t] = share.help(t);
+        if (help) helped[t] = share.help(t);
       });
       if (opts.profile) {
         l.seconds += helped[1];

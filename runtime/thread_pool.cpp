@@ -123,6 +123,10 @@ void ThreadPool::runOnThreads(int tasks, const std::function<void(int)>& fn) {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
+bool ThreadPool::runsSideBySide(int tasks) const {
+  return tasks >= 2 && tasks <= numThreads() && !tInsideParallel;
+}
+
 void ThreadPool::parallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);

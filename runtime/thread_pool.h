@@ -51,6 +51,11 @@ class ThreadPool {
   // them one after another.
   void runOnThreads(int tasks, const std::function<void(int)>& fn);
 
+  // Whether runOnThreads(tasks, ...) called from this thread runs its tasks at the same
+  // time, each on its own thread (2 <= tasks <= numThreads(), and not nested in a running
+  // region): only then may the tasks wait for each other.
+  bool runsSideBySide(int tasks) const;
+
  private:
   void workerLoop(int index);
   void runChunk(int index);

@@ -118,6 +118,21 @@ TEST(ThreadPool, NestedCallsRunInline) {
   EXPECT_EQ(count.load(), 20);
 }
 
+// Tasks run side by side only outside a running region and up to the pool's size; nested
+// in one (on the caller or on a worker) they run inline, one after the other.
+TEST(ThreadPool, RunsSideBySideOnlyWhenNotNested) {
+  ThreadPool pool(2);
+  EXPECT_TRUE(pool.runsSideBySide(2));
+  EXPECT_FALSE(pool.runsSideBySide(1));
+  EXPECT_FALSE(pool.runsSideBySide(3));
+  EXPECT_FALSE(ThreadPool(1).runsSideBySide(2));
+  ThreadPool other(2);
+  std::atomic<int> sideBySide{0};
+  pool.runOnThreads(2, [&](int) { sideBySide += other.runsSideBySide(2); });
+  EXPECT_EQ(sideBySide.load(), 0);
+  EXPECT_TRUE(pool.runsSideBySide(2));
+}
+
 TEST(ThreadPool, ExceptionsPropagateAndThePoolSurvives) {
   ThreadPool pool(3);
   EXPECT_THROW(pool.parallelFor(30,
