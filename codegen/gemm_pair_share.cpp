@@ -50,17 +50,19 @@ int64_t runBlocks(GemmPairShare::Offer& o) {
 // these are sequentially consistent, so once share() has withdrawn the offer and then read
 // no visitors, no helper holds the offer or runs one of its blocks.
 // The offer is withdrawn also when a block throws (a guard), so no helper finds it
-// after share() has unwound.
+// after share() has unwound; its blocks not yet taken are then not run.
 void GemmPairShare::share(int side, Offer& offer) {
   struct Withdraw {
     GemmPairShare& s;
     int side;
+    Offer& offer;
     ~Withdraw() {
+      offer.next.store(offer.blocks);  // after a throw, a helper stops after its block
       s.offer_[side].store(nullptr);
       Backoff wait;
       while (s.visitors_[side].load() != 0) wait.poll();
     }
-  } withdraw{*this, side};
+  } withdraw{*this, side, offer};
   offer_[side].store(&offer);
   runBlocks(offer);
 }

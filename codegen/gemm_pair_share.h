@@ -22,7 +22,9 @@ class GemmPairShare {
     void (*run)(const void* context, int64_t block) = nullptr;
     const void* context = nullptr;
     int64_t blocks = 0;
-    std::atomic<int64_t> next{0};
+    // On a cache line of its own: the helper's increments would otherwise bounce the line
+    // of the owner's stack that holds it.
+    alignas(64) std::atomic<int64_t> next{0};
   };
 
   // Which share, and which side of it, a product runs on (no share: not half of a pair).

@@ -350,7 +350,10 @@ std::vector<Tensor> runInterp(const Graph& g, std::map<std::string, Tensor> inpu
 
 // --profile: where the time of the runs went, launch by launch (most expensive first).
 // The total is wall time: a GEMM pair (two launches side by side, one per thread) counts
-// its wall time once; each of its launches lists its own thread's time, marked "(pair)".
+// its wall time once; each of its launches lists the thread time spent on it (its own
+// thread's, and the other's while it helped: codegen/gemm_pair_share.h), marked "(pair)".
+// The pairs' idle share is a lower bound: an owner waiting for the helper's last block
+// counts as busy.
 void printProfile(std::vector<runtime::Executable::LaunchTime> launches, size_t shown) {
   double total = 0, gemm = 0, pairWall = 0, pairOwn = 0;
   int paired = 0;
@@ -374,9 +377,9 @@ void printProfile(std::vector<runtime::Executable::LaunchTime> launches, size_t 
              "kernels {:.1f}%{}\n",
              runs, runs == 1 ? "" : "s", runs ? total / static_cast<double>(runs) * 1e3 : 0.0,
              total > 0 ? 100 * gemm / total : 0.0, total > 0 ? 100 * (total - gemm) / total : 0.0,
-             paired ? fmt::format("; pairs: {} launches ran side by side (each listed with its "
-                                  "own thread's time; {:.3f} ms a run of wall, {:.1f}% of their "
-                                  "two threads' time idle)",
+             paired ? fmt::format("; pairs: {} launches ran side by side (each listed with the "
+                                  "thread time spent on it; {:.3f} ms a run of wall, {:.1f}% of "
+                                  "their two threads' time idle)",
                                   paired, runs ? pairWall / static_cast<double>(runs) * 1e3 : 0.0,
                                   pairWall > 0 ? 100 * (1 - pairOwn / (2 * pairWall)) : 0.0)
                     : std::string());
