@@ -409,7 +409,8 @@ TGC_AVX2 float softmaxAvx2(float* x, int64_t n) {
   }
   const __m256 l = sumAllLanes(_mm256_add_ps(s0, s1));
   const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), l);
-  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   return mxs + std::log(_mm256_cvtss_f32(l));
 }
 
@@ -728,11 +729,11 @@ bool oneBlockForward() {
 }
 
 // Queries [i0, i0 + rows) when all keys fit one block (p.tk <= kBlockK: the Transformer
-// presets' lengths; tk <= p.tk are the keys used) and dv needs no padding. Each row's softmax is then exact -- no running
-// max, no rescaling of the output -- so p is scaled by 1 / l (and dropout's keep factors)
-// before the product, which writes the output rows in place: no accumulator block and no
-// pass over it. qb, ob, lb are the block's first query, output row and lse; kt the keys
-// transposed [d, padded(tk)]; s the scratch for p.
+// presets' lengths; tk <= p.tk are the keys used) and dv needs no padding. Each row's
+// softmax is then exact -- no running max, no rescaling of the output -- so p is scaled by
+// 1 / l (and dropout's keep factors) before the product, which writes the output rows in
+// place: no accumulator block and no pass over it. qb, ob, lb are the block's first query,
+// output row and lse; kt the keys transposed [d, padded(tk)]; s the scratch for p.
 template <class T>
 void forwardOneBlock(const AttentionParams& p, const Prims<T>& pr, const RowRules<T>& rules,
                      const T* qb, int64_t ldq, const T* kt, const T* vrows, int64_t ldv, T* ob,

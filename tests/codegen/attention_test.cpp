@@ -650,8 +650,8 @@ TEST(AttentionExecutable, CompiledGraphMatchesTheInterpreter) {
 // dims read in place (64) and through padded copies (40), causal, dropout, both ISAs.
 template <class T>
 void checkKeyPaddingCut(int64_t l, int64_t d, bool causal, double pDrop) {
-  const std::vector<int64_t> lengths =
-      l > 64 ? std::vector<int64_t>{l, 36, 1, 0, 65, 17} : std::vector<int64_t>{l, 36, 1, 0, 33, 17};
+  const std::vector<int64_t> lengths = l > 64 ? std::vector<int64_t>{l, 36, 1, 0, 65, 17}
+                                               : std::vector<int64_t>{l, 36, 1, 0, 33, 17};
   const int64_t items = static_cast<int64_t>(lengths.size()), heads = 2;
   const int64_t batch = items * heads, n = batch * l * d;
   std::mt19937_64 rng(11);
