@@ -3,9 +3,9 @@
 // executable runs them (f32 and f64, transposes, direct A, epilogues, column sums, K
 // super-blocks, batches that must not offer, empty products), both sides finishing first in
 // turn, every C and sum bit-identical to the same product run alone. Then the failure
-// modes (disabled until fixed; the review of session 10 says what must change): a block
-// that throws on the owner or on the helper, and a pair run inside another pool's job,
-// whose halves then run one after the other.
+// modes the review of session 10 found (bench/README "Session 10: review"; fixed in
+// 027f889): a block that throws on the owner or on the helper, and a pair run inside
+// another pool's job, whose halves then run one after the other.
 #include "codegen/gemm_pair_share.h"
 
 #include <gtest/gtest.h>
