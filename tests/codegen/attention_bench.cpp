@@ -2,7 +2,7 @@
 // forward and backward time per call, without a graph around them. Not a test:
 //   build/tests/codegen/attention_bench [--batch 32] [--heads 4] [--len 32] [--dim 64]
 //       [--causal] [--mask] [--dropout 0.1] [--threads 1] [--runs 300] [--clock cpu|wall]
-//       [--min-len N] [--mask-per-query] [--produce] [--bthd]
+//       [--min-len N] [--mask-per-query] [--produce] [--bthd] [--huge-pages]
 // --mask adds a key-padding mask [batch, 1, 1, len] (item b drops its last b % 5 keys, or with
 // --min-len N keeps N + (len - N) * b / (batch - 1) keys: padded sentences), as the
 // Transformer's padding masks; --mask-per-query stores the same mask once per query,
@@ -17,18 +17,24 @@
 // untimed, as the training step's head-split transposes do: the kernels then find their
 // operands where the step leaves them (partly in each thread's L2, the rest in L3). --bthd
 // reads and writes q, k, v, out and the gradients as [batch, len, heads, dim] (layout bthd:
-// each head's rows heads * dim apart, as the projection GEMMs leave them).
+// each head's rows heads * dim apart, as the projection GEMMs leave them). --huge-pages puts
+// every operand on its own 2 MiB-aligned run of transparent huge pages (madvise), as the
+// executable's arena does: physical addresses then keep the strides' low bits, which the
+// caches' set indices use.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "codegen/attention_cpu.h"
+#include <sys/mman.h>
+
 #include "runtime/thread_pool.h"
 #include "tests/bench_clock.h"
 
@@ -37,7 +43,7 @@ namespace {
 struct Options {
   int64_t batch = 32, heads = 4, len = 32, dim = 64, minLen = -1;
   bool causal = false, mask = false, perQuery = false, cpuClock = true, produce = false;
-  bool bthd = false;
+  bool bthd = false, huge = false;
   double dropout = 0;
   int threads = 1, runs = 300;
 };
@@ -58,6 +64,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.produce = true;
     } else if (a == "--bthd") {
       o.bthd = true;
+    } else if (a == "--huge-pages") {
+      o.huge = true;
     } else if (a == "--clock" && hasValue) {
       const std::string c = argv[++i];
       if (c != "cpu" && c != "wall") return false;
@@ -82,6 +90,27 @@ bool parse(int argc, char** argv, Options& o) {
          o.dropout >= 0 && o.dropout < 1 && o.minLen <= o.len;
 }
 
+// Operand storage: each buffer 2 MiB-aligned, on huge pages when hugePages is set.
+bool hugePages = false;
+template <class T>
+struct HugeAlloc {
+  using value_type = T;
+  HugeAlloc() = default;
+  template <class U>
+  explicit HugeAlloc(const HugeAlloc<U>&) {}
+  T* allocate(size_t n) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t bytes = (n * sizeof(T) + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, bytes);
+    if (!p) throw std::bad_alloc();
+    if (hugePages) madvise(p, bytes, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  bool operator==(const HugeAlloc&) const { return true; }
+};
+using Buffer = std::vector<float, HugeAlloc<float>>;
+
 struct Stat {
   double median, min;
 };
@@ -99,7 +128,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s [--batch B] [--heads H] [--len L] [--dim D] [--causal] [--mask] "
                  "[--dropout P] [--threads N] [--runs R] [--clock cpu|wall] [--min-len N] "
-                 "[--mask-per-query] [--produce] [--bthd]\n",
+                 "[--mask-per-query] [--produce] [--bthd] [--huge-pages]\n",
                  argv[0]);
     return 2;
   }
@@ -131,15 +160,16 @@ int main(int argc, char** argv) {
     for (int64_t h = 0; h < heads; ++h) p.maskBase.push_back(h / o.heads * rows * o.len);
   }
   const auto size = static_cast<size_t>(n);
-  std::vector<float> q(size), k(size), v(size), dout(size), out(size), dq(size), dk(size),
-      dv(size), lse(static_cast<size_t>(heads * o.len));
+  hugePages = o.huge;
+  Buffer q(size), k(size), v(size), dout(size), out(size), dq(size), dk(size), dv(size),
+      lse(static_cast<size_t>(heads * o.len));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
-  for (std::vector<float>* t : {&q, &k, &v, &dout})
+  for (Buffer* t : {&q, &k, &v, &dout})
     for (float& x : *t) x = uniform(rng);
   ThreadPool pool(o.threads);
-  const std::vector<float> q0 = q, k0 = k, v0 = v, dout0 = dout;
-  auto produce = [&](std::vector<std::pair<const std::vector<float>*, std::vector<float>*>> ts) {
+  const Buffer q0 = q, k0 = k, v0 = v, dout0 = dout;
+  auto produce = [&](std::vector<std::pair<const Buffer*, Buffer*>> ts) {
     if (!o.produce) return;
     for (auto [from, to] : ts)
       pool.parallelFor(n, [&](int64_t b, int64_t e) {
@@ -163,18 +193,18 @@ int main(int argc, char** argv) {
     tb.push_back((t2 - t1b) / per);
   }
   double checksum = 0;
-  for (const std::vector<float>* t : {&out, &dq, &dk, &dv})
+  for (const Buffer* t : {&out, &dq, &dk, &dv})
     for (float x : *t) checksum += x;
   const double dense = static_cast<double>(heads * o.len * o.len * o.dim);
   const Stat f = stat(tf), b = stat(tb);
   std::printf(
-      "B%lld H%lld L%lld D%lld%s%s%s%s%s, %d thread(s), %s clock, %d runs\n"
+      "B%lld H%lld L%lld D%lld%s%s%s%s%s%s, %d thread(s), %s clock, %d runs\n"
       "  forward  median %.3f ms  min %.3f ms  (%.1f GFLOP/s at the min)\n"
       "  backward median %.3f ms  min %.3f ms  (%.1f GFLOP/s at the min)\n"
       "  checksum %.9g\n",
       static_cast<long long>(o.batch), static_cast<long long>(o.heads),
       static_cast<long long>(o.len), static_cast<long long>(o.dim), o.causal ? " causal" : "",
-      o.perQuery ? " key-padding mask (per query)" : o.mask ? " key-padding mask" : "", o.dropout > 0 ? " dropout" : "", o.produce ? " produced" : "", o.bthd ? " bthd" : "",
+      o.perQuery ? " key-padding mask (per query)" : o.mask ? " key-padding mask" : "", o.dropout > 0 ? " dropout" : "", o.produce ? " produced" : "", o.bthd ? " bthd" : "", o.huge ? " huge pages" : "",
       o.threads,
       o.cpuClock ? "cpu" : "wall", o.runs, f.median * 1e3, f.min * 1e3,
       4 * dense / f.min * 1e-9, b.median * 1e3, b.min * 1e3, 10 * dense / b.min * 1e-9,
