@@ -9,7 +9,9 @@
 # An env string is a space-separated list of VAR=value; "" runs the binary as built. Both
 # builds run the graph compiled by the A build.
 # At 1 thread the figures are the kernels' own time; at 2 they also carry the pool's
-# wake-up (bench/README "Session 10: attn").
+# wake-up (bench/README "Session 10: attn"). REPEAT (default 15) steps a run: the first
+# run's page faults on a fresh arena (2 MiB pages since 3ff4a70) land in the launches that
+# first touch it, and at 5 repeats they still showed (base forward +20%).
 set -euo pipefail
 buildA=${1:-build-final9}
 buildB=${2:-build-attn}
@@ -29,7 +31,7 @@ tir=/tmp/attention_step_ab_$preset.tir
 one() {  # build, env string -> "fwd_ms bwd_ms"
   # shellcheck disable=SC2086
   env $2 TGC_NUM_THREADS="$threads" "$1/tools/tgc" run "$tir" --backend cpu \
-    --random-inputs 1 --int-range 1,8000 --repeat 5 --profile --profile-top 100000 2>&1 >/dev/null |
+    --random-inputs 1 --int-range 1,8000 --repeat "${REPEAT:-15}" --profile --profile-top 100000 2>&1 >/dev/null |
     awk '/lib:.*attention/ { if ($4 ~ /^lib:grad\./) b += $2; else f += $2 }
          END { printf "%.3f %.3f\n", f, b }'
 }

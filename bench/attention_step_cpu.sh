@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # CPU time of the fused attention kernels inside the training step, A/B alternating (two
 # builds, or one build under two sets of environment switches): `perf record -e task-clock`
-# with a fixed period of 50 us over `tgc run --repeat 5`, and the samples that fall in
-# codegen/attention_cpu.cpp's functions (forward and backward together) times the period,
-# divided by the 6 steps run (the warm-up and 5 repeats). Task-clock counts only the time
-# the threads ran, so unlike bench/attention_step_ab.sh (wall time per launch) it stays
-# usable when other processes load the host.
+# with a fixed period of 50 us over `tgc run --repeat $REPEAT` (default 15), and the samples
+# that fall in codegen/attention_cpu.cpp's functions (forward and backward together) times
+# the period, divided by the REPEAT + 1 steps run (the warm-up and the repeats). Task-clock
+# counts only the time the threads ran, so unlike bench/attention_step_ab.sh (wall time per
+# launch) it stays usable when other processes load the host.
 #   bench/attention_step_cpu.sh [A-build] [B-build] [small|base] [rounds] [threads] [A-env] [B-env]
 # e.g. bench/attention_step_cpu.sh build-final9 build-attn small 5 1
 set -euo pipefail
@@ -16,6 +16,7 @@ rounds=${4:-5}
 threads=${5:-1}
 envA=${6:-}
 envB=${7:-}
+repeat=${REPEAT:-15}
 case $preset in
   small) dims="--dim B=32 --dim S=32 --dim T=32" ;;
   base) dims="--dim B=16 --dim S=64 --dim T=64" ;;
@@ -30,13 +31,14 @@ funcs='codegen::\(anonymous namespace\)::(gemmAvx2|gemmPortable|softmax|expAvx2|
 one() {  # build, env string -> attention CPU ms a step, and the whole run's (compile included)
   # shellcheck disable=SC2086
   env $2 TGC_NUM_THREADS="$threads" perf record -q -e task-clock -c 50000 -o "$data" \
-    "$1/tools/tgc" run "$tir" --backend cpu --random-inputs 1 --int-range 1,8000 --repeat 5 \
+    "$1/tools/tgc" run "$tir" --backend cpu --random-inputs 1 --int-range 1,8000 --repeat "$repeat" \
     >/dev/null 2>&1
   local all att
   all=$(perf script -i "$data" -F ip,sym 2>/dev/null | wc -l)
   att=$(perf script -i "$data" -F ip,sym 2>/dev/null | grep -cE "$funcs" || true)
   rm -f "$data"
-  awk -v a="$att" -v n="$all" 'BEGIN { printf "%.2f %.1f\n", a * 0.05 / 6, n * 0.05 / 6 }'
+  awk -v a="$att" -v n="$all" -v s="$((repeat + 1))" \
+    'BEGIN { printf "%.2f %.1f\n", a * 0.05 / s, n * 0.05 / s }'
 }
 resA=() resB=()
 for r in $(seq "$rounds"); do
