@@ -14,8 +14,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <sys/mman.h>
-
 #include "codegen/gemm.h"
 #include "codegen/gemm_bf16.h"
 #include "codegen/jit.h"
@@ -703,18 +701,9 @@ void Executable::Impl::plan() {
   stats.peakLiveBytes = mp.peakLiveBytes;
   void* mem = nullptr;
   if (mp.arenaBytes > 0) {
-    // On 2 MiB pages (a hint; THP in madvise mode gives 4 KiB pages otherwise).
-    static const bool noHuge = envFlag("TGC_NO_ARENA_HUGE_PAGES");
-    constexpr size_t kHuge = size_t{2} << 20;
-    const bool huge = !noHuge && mp.arenaBytes >= static_cast<int64_t>(kHuge);
-    const size_t bytes = huge ? (static_cast<size_t>(mp.arenaBytes) + kHuge - 1) / kHuge * kHuge
-                              : static_cast<size_t>(mp.arenaBytes);
-    mem = std::aligned_alloc(huge ? kHuge : kArenaAlignment, bytes);
+    mem = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(mp.arenaBytes));
     if (!mem)
       throw std::runtime_error(fmt::format("cannot allocate an arena of {} bytes", mp.arenaBytes));
-#if defined(MADV_HUGEPAGE)
-    if (huge) madvise(mem, bytes, MADV_HUGEPAGE);
-#endif
   }
   arena.reset(mem);
   slotPtr.assign(slots.size(), nullptr);
