@@ -2,9 +2,9 @@
 //
 // parallelFor(n, fn) splits [0, n) into one contiguous chunk per thread, runs fn(begin, end)
 // on each (the calling thread takes the first chunk) and returns when all are done. Threads
-// are created once; between calls they spin briefly, then sleep on a futex (std::atomic
-// wait), so a burst of back-to-back calls costs a few microseconds each, and an idle pool
-// costs nothing. A call made from inside a running parallelFor (nested parallelism) runs
+// are created once; between calls they spin briefly, then poll yielding the core for 2 ms
+// (TGC_POOL_YIELD_US), then sleep on a futex (std::atomic wait), so a burst of
+// back-to-back calls costs a few microseconds each, and an idle pool costs nothing. A call made from inside a running parallelFor (nested parallelism) runs
 // serially on the calling thread; calls from several outside threads are serialized.
 #pragma once
 
