@@ -369,16 +369,11 @@ TGC_AVX2 float expAvx2(float* x, int64_t n, float shift) {
   return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
-// The max / the sum of 8 floats, in every lane.
+// The max of 8 floats, in every lane.
 TGC_AVX2_INLINE __m256 maxAllLanes(__m256 v) {
   v = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
   v = _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0x4E));
   return _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
-}
-TGC_AVX2_INLINE __m256 sumAllLanes(__m256 v) {
-  v = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
-  v = _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0x4E));
-  return _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
 }
 
 TGC_AVX2 float softmaxAvx2(float* x, int64_t n) {
@@ -395,23 +390,13 @@ TGC_AVX2 float softmaxAvx2(float* x, int64_t n) {
     std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
     return std::numeric_limits<float>::quiet_NaN();
   }
-  const __m256 mx = maxAllLanes(_mm256_max_ps(m0, m1));
-  const float mxs = _mm256_cvtss_f32(mx);
+  const float mxs = _mm256_cvtss_f32(maxAllLanes(_mm256_max_ps(m0, m1)));
   if (mxs == ninf) return ninf;
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m256 y0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mx));
-    const __m256 y1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mx));
-    _mm256_storeu_ps(x + i, y0);
-    _mm256_storeu_ps(x + i + 8, y1);
-    s0 = _mm256_add_ps(s0, y0);
-    s1 = _mm256_add_ps(s1, y1);
-  }
-  const __m256 l = sumAllLanes(_mm256_add_ps(s0, s1));
-  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), l);
+  const float l = expAvx2(x, n, mxs);
+  const __m256 inv = _mm256_set1_ps(1.0f / l);
   for (int64_t i = 0; i < n; i += 8)
     _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  return mxs + std::log(_mm256_cvtss_f32(l));
+  return mxs + std::log(l);
 }
 
 template <class T>

@@ -4,17 +4,11 @@
 
 #include <sched.h>
 
+#include "runtime/cpu_relax.h"
+
 namespace tgc::codegen {
 
 namespace {
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // A wait that polls: after kSpinPolls polls it yields the core on each one (as
 // ThreadPool's waits do): when other processes keep the cores busy, the thread waited for

@@ -8,6 +8,8 @@
 
 #include <sched.h>
 
+#include "runtime/cpu_relax.h"
+
 namespace tgc {
 
 namespace {
@@ -15,14 +17,6 @@ namespace {
 // Set on pool workers, and on a caller while it runs its own chunk: a nested parallel
 // region then runs inline instead of waiting for threads that are busy with this one.
 thread_local bool tInsideParallel = false;
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // How long a waiting thread polls before it sleeps on the futex. Kernels are launched
 // back to back, so most waits end within this window and never pay a wake-up syscall.
