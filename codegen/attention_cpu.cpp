@@ -369,36 +369,6 @@ TGC_AVX2 float expAvx2(float* x, int64_t n, float shift) {
   return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
-// The max of 8 floats, in every lane.
-TGC_AVX2_INLINE __m256 maxAllLanes(__m256 v) {
-  v = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
-  v = _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0x4E));
-  return _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
-}
-
-TGC_AVX2 float softmaxAvx2(float* x, int64_t n) {
-  constexpr float ninf = -std::numeric_limits<float>::infinity();
-  __m256 m0 = _mm256_set1_ps(ninf), m1 = m0;
-  __m256 nan = _mm256_setzero_ps();  // lanes that saw a NaN (max_ps would drop it)
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
-    m0 = _mm256_max_ps(m0, x0);
-    m1 = _mm256_max_ps(m1, x1);
-    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x0, x1, _CMP_UNORD_Q));
-  }
-  if (_mm256_movemask_ps(nan)) {
-    std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
-    return std::numeric_limits<float>::quiet_NaN();
-  }
-  const float mxs = _mm256_cvtss_f32(maxAllLanes(_mm256_max_ps(m0, m1)));
-  if (mxs == ninf) return ninf;
-  const float l = expAvx2(x, n, mxs);
-  const __m256 inv = _mm256_set1_ps(1.0f / l);
-  for (int64_t i = 0; i < n; i += 8)
-    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  return mxs + std::log(l);
-}
-
 template <class T>
 TGC_AVX2 T maxAvx2(const T* x, int64_t n) {
   alignas(32) T t[16];
@@ -427,6 +397,21 @@ TGC_AVX2 T maxAvx2(const T* x, int64_t n) {
     _mm256_store_pd(t, _mm256_max_pd(m0, m1));
     return maxPortable(t, 4);
   }
+}
+
+// As softmaxPortable, with the AVX2 max and exp.
+TGC_AVX2 float softmaxAvx2(float* x, int64_t n) {
+  const float mx = maxAvx2<float>(x, n);
+  if (mx == -std::numeric_limits<float>::infinity()) return mx;
+  if (std::isnan(mx)) {
+    std::fill(x, x + n, mx);
+    return mx;
+  }
+  const float l = expAvx2(x, n, mx);
+  const __m256 inv = _mm256_set1_ps(1.0f / l);
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  return mx + std::log(l);
 }
 
 // Philox4x32-10 (ir/philox.cpp) on 8 counters at once. The 32 x 32 -> 64-bit products go
