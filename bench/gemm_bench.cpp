@@ -83,7 +83,8 @@ struct Options {
   bool best = false;     // --best
 };
 
-// cfg with --alt's "key=value,..." applied (kc, mc, nc); exits on a malformed string.
+// cfg with --alt's "key=value,..." applied (kc, mc, nc, directA: the largest n read with
+// A unpacked); exits on a malformed string.
 GemmKernelConfig withAlt(GemmKernelConfig cfg, const std::string& alt) {
   size_t pos = 0;
   while (pos < alt.size()) {
@@ -95,8 +96,9 @@ GemmKernelConfig withAlt(GemmKernelConfig cfg, const std::string& alt) {
     if (key == "kc") cfg.kc = v;
     else if (key == "mc") cfg.mc = v;
     else if (key == "nc") cfg.nc = v;
+    else if (key == "directA") cfg.directAMaxN = v;
     else {
-      fmt::print(stderr, "gemm_bench: --alt wants kc=, mc=, nc= items, got '{}'\n", item);
+      fmt::print(stderr, "gemm_bench: --alt wants kc=, mc=, nc=, directA= items, got '{}'\n", item);
       std::exit(2);
     }
     pos = end + 1;
