@@ -4,8 +4,11 @@
 // on each (the calling thread takes the first chunk) and returns when all are done. Threads
 // are created once; between calls they spin briefly, then poll yielding the core for 2 ms
 // (TGC_POOL_YIELD_US), then sleep on a futex (std::atomic wait), so a burst of
-// back-to-back calls costs a few microseconds each, and an idle pool costs nothing. A call made from inside a running parallelFor (nested parallelism) runs
-// serially on the calling thread; calls from several outside threads are serialized.
+// back-to-back calls costs a few microseconds each, and an idle pool costs nothing. When
+// the process may use enough CPUs, each worker is bound to one of them other than the
+// creating thread's (TGC_POOL_PIN=0: no binding), so that none waits on the caller's CPU.
+// A call made from inside a running parallelFor (nested parallelism) runs serially on the
+// calling thread; calls from several outside threads are serialized.
 #pragma once
 
 #include <atomic>

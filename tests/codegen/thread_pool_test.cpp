@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -182,6 +185,66 @@ TEST(ThreadPool, DefaultThreadCountFollowsTheEnvironment) {
   else
     unsetenv("TGC_NUM_THREADS");
 }
+
+#if defined(__linux__)
+// The CPUs each task of a one-task-per-thread job may run on, by task index.
+std::vector<cpu_set_t> affinityPerTask(ThreadPool& pool) {
+  std::vector<cpu_set_t> sets(pool.numThreads());
+  pool.runOnThreads(pool.numThreads(), [&](int t) { sched_getaffinity(0, sizeof(cpu_set_t), &sets[t]); });
+  return sets;
+}
+
+// Workers are bound to one CPU each, none of them the creating thread's, when there are
+// enough CPUs for them; the calling thread keeps its own mask. TGC_POOL_PIN=0, or more
+// workers than such CPUs, binds nothing.
+TEST(ThreadPool, WorkersAreBoundToTheOtherCpus) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  const int cpus = CPU_COUNT(&mine);
+  if (cpus < 2) GTEST_SKIP() << "one CPU: nothing to bind to";
+  const char* old = std::getenv("TGC_POOL_PIN");
+  unsetenv("TGC_POOL_PIN");
+  {
+    // The CPU the creating thread was on while the pool started: a pool made with the
+    // thread on the same CPU before and after (it can move in between, rarely).
+    int creator = -1;
+    std::unique_ptr<ThreadPool> made;
+    for (int attempt = 0; attempt < 100 && creator < 0; ++attempt) {
+      const int before = sched_getcpu();
+      made = std::make_unique<ThreadPool>(cpus);
+      if (sched_getcpu() == before) creator = before;
+    }
+    if (creator < 0) GTEST_SKIP() << "this thread kept moving between CPUs";
+    ThreadPool& pool = *made;
+    const auto sets = affinityPerTask(pool);
+    EXPECT_TRUE(CPU_EQUAL(&sets[0], &mine)) << "the caller's own mask is left alone";
+    std::set<int> bound;
+    for (int t = 1; t < cpus; ++t) {
+      ASSERT_EQ(CPU_COUNT(&sets[t]), 1) << "worker " << t;
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &sets[t])) {
+          EXPECT_TRUE(CPU_ISSET(c, &mine));
+          EXPECT_NE(c, creator) << "a worker on the creating thread's CPU";
+          bound.insert(c);
+        }
+    }
+    EXPECT_EQ(static_cast<int>(bound.size()), cpus - 1) << "each worker on a CPU of its own";
+  }
+  {
+    ThreadPool pool(cpus + 1);  // more workers than the other CPUs
+    for (const auto& s : affinityPerTask(pool)) EXPECT_TRUE(CPU_EQUAL(&s, &mine));
+  }
+  setenv("TGC_POOL_PIN", "0", 1);
+  {
+    ThreadPool pool(cpus);
+    for (const auto& s : affinityPerTask(pool)) EXPECT_TRUE(CPU_EQUAL(&s, &mine));
+  }
+  if (old)
+    setenv("TGC_POOL_PIN", old, 1);
+  else
+    unsetenv("TGC_POOL_PIN");
+}
+#endif
 
 }  // namespace
 }  // namespace tgc
