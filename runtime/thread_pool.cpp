@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include "runtime/cpu_relax.h"
 
@@ -58,6 +59,12 @@ void spinThenWait(const std::atomic<T>& a, Pred done) {
 
 }  // namespace
 
+#if defined(__linux__)
+// The CPUs of the process: its main thread's mask, not the calling thread's (a pool
+// worker's is one CPU). False when it cannot be read.
+static bool processCpus(cpu_set_t& set) { return sched_getaffinity(getpid(), sizeof(set), &set) == 0; }
+#endif
+
 int ThreadPool::defaultNumThreads() {
   if (const char* env = std::getenv("TGC_NUM_THREADS")) {
     char* end = nullptr;
@@ -66,7 +73,7 @@ int ThreadPool::defaultNumThreads() {
   }
 #if defined(__linux__)
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  if (processCpus(set)) return std::max(1, CPU_COUNT(&set));
 #endif
   return std::max(1u, std::thread::hardware_concurrency());
 }
@@ -76,56 +83,44 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
-namespace {
-
-// The CPUs the workers of a pool of n threads are bound to, one each: the CPUs this
-// process may use other than the one the creating thread runs on, in order. Empty (no
-// binding) when there are fewer of them than workers, when TGC_POOL_PIN=0, or off Linux.
-//
-// Why: a new or woken worker could be queued on the caller's CPU while the other stayed
-// idle, and the scheduler took some milliseconds to move it. Every parallel region then
-// ran at one thread's speed: fused attention at L = 128 took 2.6 ms a step for its first
-// few steps instead of 1.3. The caller is left free, so that two processes sharing the
-// CPUs still spread their serial work.
-std::vector<int> workerCpus(int n) {
-  std::vector<int> cpus;
 #if defined(__linux__)
-  if (n < 2) return cpus;
-  if (const char* env = std::getenv("TGC_POOL_PIN"); env && std::string(env) == "0") return cpus;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  const int self = sched_getcpu();
-  for (int c = 0; c < CPU_SETSIZE && static_cast<int>(cpus.size()) < n - 1; ++c)
-    if (CPU_ISSET(c, &set) && c != self) cpus.push_back(c);
-  if (static_cast<int>(cpus.size()) < n - 1) cpus.clear();
-#else
-  (void)n;
-#endif
-  return cpus;
+std::vector<int> ThreadPool::workerCpus(const cpu_set_t& cpus, int self, int n) {
+  std::vector<int> out;
+  if (n < 2 || self < 0 || !CPU_ISSET(self, &cpus) || CPU_COUNT(&cpus) != n) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &cpus) && c != self) out.push_back(c);
+  return out;
 }
-
-void bindToCpu(std::thread& t, int cpu) {
-#if defined(__linux__)
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  pthread_setaffinity_np(t.native_handle(), sizeof(one), &one);  // best effort
-#else
-  (void)t;
-  (void)cpu;
 #endif
-}
-
-}  // namespace
 
 ThreadPool::ThreadPool(int numThreads) {
   int n = std::max(1, numThreads);
-  const std::vector<int> cpus = workerCpus(n);
   workers_.reserve(n - 1);
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+#if defined(__linux__)
+  // Each worker on a CPU of its own, never the creating thread's, when the pool uses every
+  // CPU of the process (TGC_POOL_PIN=0: not). A new or woken worker could be queued on the
+  // caller's CPU while the other stayed idle, and the scheduler took milliseconds to move
+  // it: parallel regions ran at one thread's speed meanwhile (fused attention at L = 128:
+  // 2.6 ms a step for its first steps instead of 1.3). The caller stays free, so that
+  // processes sharing the CPUs still spread their serial work; a pool of fewer threads than
+  // CPUs binds nothing, so that several of them can spread too. Best effort: a refused
+  // call leaves the worker unbound.
+  cpu_set_t cpus;
+  const char* pin = std::getenv("TGC_POOL_PIN");
+  if (n < 2 || !processCpus(cpus)) return;
+  const std::vector<int> bound =
+      pin && std::string(pin) == "0" ? std::vector<int>{} : workerCpus(cpus, sched_getcpu(), n);
   for (int i = 1; i < n; ++i) {
-    workers_.emplace_back([this, i] { workerLoop(i); });
-    if (!cpus.empty()) bindToCpu(workers_.back(), cpus[i - 1]);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(bound.empty() ? 0 : bound[i - 1], &one);
+    // Unbound workers get the process's CPUs: made on a bound worker, they would inherit
+    // its one CPU.
+    const cpu_set_t& mask = bound.empty() ? cpus : one;
+    pthread_setaffinity_np(workers_[i - 1].native_handle(), sizeof(mask), &mask);
   }
+#endif
 }
 
 ThreadPool::~ThreadPool() {

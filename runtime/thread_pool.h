@@ -5,8 +5,9 @@
 // are created once; between calls they spin briefly, then poll yielding the core for 2 ms
 // (TGC_POOL_YIELD_US), then sleep on a futex (std::atomic wait), so a burst of
 // back-to-back calls costs a few microseconds each, and an idle pool costs nothing. When
-// the process may use enough CPUs, each worker is bound to one of them other than the
-// creating thread's (TGC_POOL_PIN=0: no binding), so that none waits on the caller's CPU.
+// the pool has a thread for every CPU of the process, each worker is bound to one of them
+// other than the creating thread's (TGC_POOL_PIN=0: no binding), so that none waits on
+// the caller's CPU.
 // A call made from inside a running parallelFor (nested parallelism) runs serially on the
 // calling thread; calls from several outside threads are serialized.
 #pragma once
@@ -18,6 +19,10 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace tgc {
 
@@ -38,6 +43,13 @@ class ThreadPool {
   static int defaultNumThreads();
 
   int numThreads() const { return static_cast<int>(workers_.size()) + 1; }
+
+#if defined(__linux__)
+  // The CPUs a pool of n threads created on CPU `self` binds its workers to, in order:
+  // every CPU of `cpus` but self, when the pool uses all of them (n == their count and self
+  // among them); else none (no binding).
+  static std::vector<int> workerCpus(const cpu_set_t& cpus, int self, int n);
+#endif
 
   // Runs fn over [0, n) split into at most numThreads() chunks of at least `grain` items.
   // Blocks until every chunk is done; an exception thrown by fn is rethrown here (the

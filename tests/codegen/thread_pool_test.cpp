@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -190,59 +192,103 @@ TEST(ThreadPool, DefaultThreadCountFollowsTheEnvironment) {
 // The CPUs each task of a one-task-per-thread job may run on, by task index.
 std::vector<cpu_set_t> affinityPerTask(ThreadPool& pool) {
   std::vector<cpu_set_t> sets(pool.numThreads());
-  pool.runOnThreads(pool.numThreads(), [&](int t) { sched_getaffinity(0, sizeof(cpu_set_t), &sets[t]); });
+  pool.runOnThreads(pool.numThreads(), [&](int t) {
+    if (sched_getaffinity(0, sizeof(cpu_set_t), &sets[t]) != 0) CPU_ZERO(&sets[t]);
+  });
   return sets;
 }
 
-// Workers are bound to one CPU each, none of them the creating thread's, when there are
-// enough CPUs for them; the calling thread keeps its own mask. TGC_POOL_PIN=0, or more
-// workers than such CPUs, binds nothing.
+cpu_set_t cpuSet(std::initializer_list<int> cpus) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  for (int c : cpus) CPU_SET(c, &s);
+  return s;
+}
+
+// Sets an environment variable for one scope and restores it on every way out.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Workers are bound only in a pool with a thread for every CPU: each to one of the other
+// CPUs than the creating thread's, in order.
+TEST(ThreadPool, WorkerCpusAreTheOtherCpusOfAFullPool) {
+  const cpu_set_t four = cpuSet({0, 2, 5, 7});
+  EXPECT_EQ(ThreadPool::workerCpus(four, 2, 4), (std::vector<int>{0, 5, 7}));
+  EXPECT_EQ(ThreadPool::workerCpus(four, 7, 4), (std::vector<int>{0, 2, 5}));
+  EXPECT_TRUE(ThreadPool::workerCpus(four, 2, 3).empty()) << "fewer threads than CPUs";
+  EXPECT_TRUE(ThreadPool::workerCpus(four, 2, 5).empty()) << "more threads than CPUs";
+  EXPECT_TRUE(ThreadPool::workerCpus(four, 1, 4).empty()) << "created on a CPU outside the set";
+  EXPECT_TRUE(ThreadPool::workerCpus(four, -1, 4).empty()) << "sched_getcpu failed";
+  EXPECT_TRUE(ThreadPool::workerCpus(cpuSet({3}), 3, 1).empty());
+}
+
+// In a real pool made on a thread held to one CPU: the workers are on the others, one
+// each, and the creating thread's mask is left alone. TGC_POOL_PIN=0, or a pool of another
+// size, leaves every worker the process's CPUs.
 TEST(ThreadPool, WorkersAreBoundToTheOtherCpus) {
   cpu_set_t mine;
   ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
   const int cpus = CPU_COUNT(&mine);
   if (cpus < 2) GTEST_SKIP() << "one CPU: nothing to bind to";
-  const char* old = std::getenv("TGC_POOL_PIN");
-  unsetenv("TGC_POOL_PIN");
+  int first = 0;
+  while (!CPU_ISSET(first, &mine)) ++first;
+  const cpu_set_t held = cpuSet({first});
+  // Runs fn on a new thread held to CPU `first`, as the pool's creator and caller.
+  auto onHeldThread = [&](const std::function<void()>& fn) {
+    std::thread t([&] {
+      ASSERT_EQ(sched_setaffinity(0, sizeof(held), &held), 0);
+      fn();
+    });
+    t.join();
+  };
   {
-    // The CPU the creating thread was on while the pool started: a pool made with the
-    // thread on the same CPU before and after (it can move in between, rarely).
-    int creator = -1;
-    std::unique_ptr<ThreadPool> made;
-    for (int attempt = 0; attempt < 100 && creator < 0; ++attempt) {
-      const int before = sched_getcpu();
-      made = std::make_unique<ThreadPool>(cpus);
-      if (sched_getcpu() == before) creator = before;
-    }
-    if (creator < 0) GTEST_SKIP() << "this thread kept moving between CPUs";
-    ThreadPool& pool = *made;
-    const auto sets = affinityPerTask(pool);
-    EXPECT_TRUE(CPU_EQUAL(&sets[0], &mine)) << "the caller's own mask is left alone";
-    std::set<int> bound;
-    for (int t = 1; t < cpus; ++t) {
-      ASSERT_EQ(CPU_COUNT(&sets[t]), 1) << "worker " << t;
-      for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &sets[t])) {
-          EXPECT_TRUE(CPU_ISSET(c, &mine));
-          EXPECT_NE(c, creator) << "a worker on the creating thread's CPU";
-          bound.insert(c);
-        }
-    }
-    EXPECT_EQ(static_cast<int>(bound.size()), cpus - 1) << "each worker on a CPU of its own";
+    ScopedEnv unset("TGC_POOL_PIN", nullptr);
+    onHeldThread([&] {
+      ThreadPool pool(cpus);
+      const auto sets = affinityPerTask(pool);
+      EXPECT_TRUE(CPU_EQUAL(&sets[0], &held)) << "the caller's own mask is left alone";
+      std::set<int> bound;
+      for (int t = 1; t < cpus; ++t) {
+        ASSERT_EQ(CPU_COUNT(&sets[t]), 1) << "worker " << t;
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &sets[t])) {
+            EXPECT_TRUE(CPU_ISSET(c, &mine));
+            EXPECT_NE(c, first) << "a worker on the creating thread's CPU";
+            bound.insert(c);
+          }
+      }
+      EXPECT_EQ(static_cast<int>(bound.size()), cpus - 1) << "each worker on a CPU of its own";
+    });
+    onHeldThread([&] {
+      ThreadPool pool(cpus + 1);  // a pool of another size than the CPUs
+      const auto sets = affinityPerTask(pool);
+      for (int t = 1; t < pool.numThreads(); ++t) EXPECT_TRUE(CPU_EQUAL(&sets[t], &mine)) << t;
+    });
   }
-  {
-    ThreadPool pool(cpus + 1);  // more workers than the other CPUs
-    for (const auto& s : affinityPerTask(pool)) EXPECT_TRUE(CPU_EQUAL(&s, &mine));
-  }
-  setenv("TGC_POOL_PIN", "0", 1);
-  {
+  ScopedEnv off("TGC_POOL_PIN", "0");
+  onHeldThread([&] {
     ThreadPool pool(cpus);
-    for (const auto& s : affinityPerTask(pool)) EXPECT_TRUE(CPU_EQUAL(&s, &mine));
-  }
-  if (old)
-    setenv("TGC_POOL_PIN", old, 1);
-  else
-    unsetenv("TGC_POOL_PIN");
+    const auto sets = affinityPerTask(pool);
+    for (int t = 1; t < cpus; ++t) EXPECT_TRUE(CPU_EQUAL(&sets[t], &mine)) << t;
+  });
 }
 #endif
 
