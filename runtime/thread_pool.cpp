@@ -112,12 +112,13 @@ ThreadPool::ThreadPool(int numThreads) {
   const std::vector<int> bound =
       pin && std::string(pin) == "0" ? std::vector<int>{} : workerCpus(cpus, sched_getcpu(), n);
   for (int i = 1; i < n; ++i) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(bound.empty() ? 0 : bound[i - 1], &one);
     // Unbound workers get the process's CPUs: made on a bound worker, they would inherit
     // its one CPU.
-    const cpu_set_t& mask = bound.empty() ? cpus : one;
+    cpu_set_t mask = cpus;
+    if (!bound.empty()) {
+      CPU_ZERO(&mask);
+      CPU_SET(bound[i - 1], &mask);
+    }
     pthread_setaffinity_np(workers_[i - 1].native_handle(), sizeof(mask), &mask);
   }
 #endif
