@@ -1,6 +1,6 @@
-# Shared by bench/attention_step_ab.sh and bench/attention_step_cpu.sh (sourced): their
-# arguments, the step's graph compiled by the A build, and the alternating rounds. The
-# sourcing script defines one() (build, env string -> its figures for one run) and calls
+# Shared by bench/attention_step_ab.sh, bench/attention_step_cpu.sh and bench/step_ab.sh
+# (sourced): their arguments, the step's graph compiled by the A build, and the alternating
+# rounds. The sourcing script defines one() (build, env string -> its figures for one run) and calls
 # ab_rounds with the figures' description; resA / resB then hold each round's figures.
 #   [A-build] [B-build] [small|base] [rounds] [threads] [A-env] [B-env]
 buildA=${1:-build-final9}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The figures a closing note quotes, in one quiet run (about 15 minutes on 2 cores; run
+# nothing else meanwhile): GEMM against OpenBLAS and the FMA peak, the training step of
+# tiny / small / base against PyTorch eager, one round each with torch.compile, attention
+# against its unfused graph and SDPA, and README's main command. Each part's output goes to
+# its own file in OUT, and OUT/log gets a line with the time and load after each part.
+#   bench/measure_host.sh [build] [OUT]
+# e.g. bench/measure_host.sh build /tmp/measure
+# Without torch the step and attention benchmarks print tgc's figures alone and say so.
+set -u
+build=${1:-build}
+out=${2:-/tmp/tgc-measure}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+mark() { echo "$1 $(date -u '+%F %T') load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/log"; }
+step() {  # preset, BxL, steps, rounds, [extra args]
+  python3 bench/train_step_bench.py --tgc "$build/tools/tgc" --presets "$1" --shapes "$2" \
+    --steps "$3" --rounds "$4" "${@:5}"
+}
+mark "start $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+"$build/bench/gemm_bench" --runs 9 --min-ms 40 > "$out/gemm.txt" 2>&1; mark gemm
+step tiny 32x16 20 7 --no-compile > "$out/tiny.txt" 2>&1; mark tiny
+step small 32x32 10 9 --no-compile > "$out/small.txt" 2>&1; mark small
+step base 16x64 4 7 --no-compile > "$out/base.txt" 2>&1; mark base
+step small 32x32 8 1 > "$out/compile_small.txt" 2>&1; mark "torch.compile small"
+step base 16x64 4 1 > "$out/compile_base.txt" 2>&1; mark "torch.compile base"
+python3 bench/attention_bench.py --tgc "$build/tools/tgc" --repeat 9 > "$out/attention.txt" 2>&1
+mark attention
+train=$(mktemp -d)
+/usr/bin/time -v "$build/tools/tgc" train models/transformer.tg --preset tiny --out "$train/run" \
+  > "$out/train.txt" 2>&1
+rm -rf "$train"
+mark "README main command"
