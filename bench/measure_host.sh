@@ -27,7 +27,9 @@ step base 16x64 4 1 > "$out/compile_base.txt" 2>&1; mark "torch.compile base"
 python3 bench/attention_bench.py --tgc "$build/tools/tgc" --repeat 9 > "$out/attention.txt" 2>&1
 mark attention
 train=$(mktemp -d)
-/usr/bin/time -v "$build/tools/tgc" train models/transformer.tg --preset tiny --out "$train/run" \
+timer=()  # GNU time adds the wall time and max RSS, where Debian's `time` package is installed
+[ -x /usr/bin/time ] && timer=(/usr/bin/time -v)
+"${timer[@]}" "$build/tools/tgc" train models/transformer.tg --preset tiny --out "$train/run" \
   > "$out/train.txt" 2>&1
 rm -rf "$train"
 mark "README main command"
