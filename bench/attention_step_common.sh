@@ -3,8 +3,8 @@
 # rounds. The sourcing script defines one() (build, env string -> its figures for one run) and calls
 # ab_rounds with the figures' description; resA / resB then hold each round's figures.
 #   [A-build] [B-build] [small|base] [rounds] [threads] [A-env] [B-env]
-buildA=${1:-build-final9}
-buildB=${2:-build-attn}
+buildA=${1:-build}
+buildB=${2:-build}
 preset=${3:-small}
 rounds=${4:-5}
 threads=${5:-1}

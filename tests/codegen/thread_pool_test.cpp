@@ -173,38 +173,6 @@ TEST(ThreadPool, RunOnThreadsGivesEachTaskItsIndex) {
   EXPECT_EQ(capped.load(), 3) << "tasks are capped at the thread count";
 }
 
-TEST(ThreadPool, DefaultThreadCountFollowsTheEnvironment) {
-  const char* old = std::getenv("TGC_NUM_THREADS");
-  std::string saved = old ? old : "";
-  setenv("TGC_NUM_THREADS", "3", 1);
-  EXPECT_EQ(ThreadPool::defaultNumThreads(), 3);
-  setenv("TGC_NUM_THREADS", "junk", 1);
-  EXPECT_GE(ThreadPool::defaultNumThreads(), 1);
-  setenv("TGC_NUM_THREADS", "0", 1);
-  EXPECT_GE(ThreadPool::defaultNumThreads(), 1);
-  if (old)
-    setenv("TGC_NUM_THREADS", saved.c_str(), 1);
-  else
-    unsetenv("TGC_NUM_THREADS");
-}
-
-#if defined(__linux__)
-// The CPUs each task of a one-task-per-thread job may run on, by task index.
-std::vector<cpu_set_t> affinityPerTask(ThreadPool& pool) {
-  std::vector<cpu_set_t> sets(pool.numThreads());
-  pool.runOnThreads(pool.numThreads(), [&](int t) {
-    if (sched_getaffinity(0, sizeof(cpu_set_t), &sets[t]) != 0) CPU_ZERO(&sets[t]);
-  });
-  return sets;
-}
-
-cpu_set_t cpuSet(std::initializer_list<int> cpus) {
-  cpu_set_t s;
-  CPU_ZERO(&s);
-  for (int c : cpus) CPU_SET(c, &s);
-  return s;
-}
-
 // Sets an environment variable for one scope and restores it on every way out.
 class ScopedEnv {
  public:
@@ -226,6 +194,36 @@ class ScopedEnv {
   const char* name_;
   std::optional<std::string> old_;
 };
+
+TEST(ThreadPool, DefaultThreadCountFollowsTheEnvironment) {
+  {
+    ScopedEnv three("TGC_NUM_THREADS", "3");
+    EXPECT_EQ(ThreadPool::defaultNumThreads(), 3);
+  }
+  {
+    ScopedEnv junk("TGC_NUM_THREADS", "junk");
+    EXPECT_GE(ThreadPool::defaultNumThreads(), 1);
+  }
+  ScopedEnv zero("TGC_NUM_THREADS", "0");
+  EXPECT_GE(ThreadPool::defaultNumThreads(), 1);
+}
+
+#if defined(__linux__)
+// The CPUs each task of a one-task-per-thread job may run on, by task index.
+std::vector<cpu_set_t> affinityPerTask(ThreadPool& pool) {
+  std::vector<cpu_set_t> sets(pool.numThreads());
+  pool.runOnThreads(pool.numThreads(), [&](int t) {
+    if (sched_getaffinity(0, sizeof(cpu_set_t), &sets[t]) != 0) CPU_ZERO(&sets[t]);
+  });
+  return sets;
+}
+
+cpu_set_t cpuSet(std::initializer_list<int> cpus) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  for (int c : cpus) CPU_SET(c, &s);
+  return s;
+}
 
 // Workers are bound only in a pool with a thread for every CPU: each to one of the other
 // CPUs than the creating thread's, in order.
