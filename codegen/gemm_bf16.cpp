@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "codegen/gemm_bf16_native.h"
+#include "ir/env_flag.h"
 #include "runtime/thread_pool.h"
 
 namespace tgc::codegen {
@@ -105,6 +107,12 @@ class Bf16Gemm {
     const int64_t bSpan = span(d_.transB ? d_.n : d_.k, d_.transB ? d_.k : d_.n, d_.ldb, d_.batch, d_.strideB);
     const int64_t cSpan = span(d_.m, d_.n, d_.ldc, d_.batch, d_.strideC);
     if (d_.k == 0) return scaleOnly();
+    if (bf16GemmPath() == Bf16GemmPath::Native) {
+      forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) {
+        gemmBf16NativeItem(d_, a_ + oa, b_ + ob, c_ + oc, pool_);
+      });
+      return;
+    }
     if (d_.batchCount() > 1 && std::max({aSpan, bSpan, cSpan}) <= kWholeBatchElems)
       return whole(aSpan, bSpan, cSpan);
     forEachItem(d_, [&](int64_t item, int64_t oa, int64_t ob, int64_t oc) { tiled(item, oa, ob, oc); });
@@ -190,7 +198,24 @@ class Bf16Gemm {
   Key aKey_, bKey_;  // which block of A and of B the scratch holds
 };
 
+Bf16GemmPath& currentPath() {
+  static Bf16GemmPath path = cpuHasAvx512Bf16() && !envFlag("TGC_GEMM_BF16_WIDEN")
+                                 ? Bf16GemmPath::Native
+                                 : Bf16GemmPath::Widen;
+  return path;
+}
+
 }  // namespace
+
+Bf16GemmPath bf16GemmPath() { return currentPath(); }
+
+bool bf16GemmHasNative() { return cpuHasAvx512Bf16(); }
+
+void setBf16GemmPath(Bf16GemmPath path) {
+  if (path == Bf16GemmPath::Native && !cpuHasAvx512Bf16())
+    throw std::runtime_error("this CPU has no AVX512-BF16");
+  currentPath() = path;
+}
 
 void validateGemmBf16(const GemmDesc& desc) {
   if (desc.dtype != DType::bf16)

@@ -19,7 +19,11 @@
 // reused (outside the executable's arena).
 //
 // No epilogue (runtime/gemm_epilogue folds f32/f64 only); alpha and beta work as in GemmDesc.
-// On a host with AVX512-BF16 a native kernel would go here; there is none in this project.
+//
+// On a CPU with AVX512-BF16 (Zen 4, Sapphire Rapids) none of the above runs: the operands
+// are packed as bf16 pairs and multiplied by VDPBF16PS with f32 accumulation
+// (codegen/gemm_bf16_native.h), C rounded once as here. TGC_GEMM_BF16_WIDEN=1 keeps the
+// widening path there (A/B runs).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,14 @@ inline constexpr int64_t kBf16TileRows = 1024, kBf16TileCols = 4096, kBf16TileK 
 // Checks `desc` as GemmDesc::validate does, with dtype bf16 and no epilogue; throws
 // std::invalid_argument naming the first bad field.
 void validateGemmBf16(const GemmDesc& desc);
+
+// Which kernel gemmBf16 runs: Native where cpuHasAvx512Bf16() (unless TGC_GEMM_BF16_WIDEN=1),
+// Widen elsewhere. Tests switch between them; setting Native on a CPU without the
+// instructions throws std::runtime_error. Not thread-safe: set it between calls only.
+enum class Bf16GemmPath { Native, Widen };
+Bf16GemmPath bf16GemmPath();
+void setBf16GemmPath(Bf16GemmPath path);
+bool bf16GemmHasNative();
 
 // C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above.
 // `pool` defaults to ThreadPool::global().

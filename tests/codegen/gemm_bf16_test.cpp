@@ -1,12 +1,14 @@
 // bf16 GEMM (codegen/gemm_bf16.h) against a double-precision sum of the bf16 operands rounded
 // once to bf16: shapes that cross the C tiles (1024 x 4096) and K blocks (2048), transposes,
 // leading dimensions with padding that must stay untouched, alpha/beta, batches (widened
-// whole, with a broadcast operand) and an empty contraction.
+// whole, with a broadcast operand) and an empty contraction. Every test runs on both kernels:
+// the widening path and the AVX512-BF16 one (skipped, visibly, on a CPU without it).
 #include "codegen/gemm_bf16.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <limits>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -85,7 +87,20 @@ void check(const GemmDesc& d, ThreadPool& pool) {
   EXPECT_EQ(bad, 0);
 }
 
-TEST(GemmBf16, SmallShapesAndTransposes) {
+// Runs each test on one kernel, restoring the default after.
+class GemmBf16 : public ::testing::TestWithParam<Bf16GemmPath> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Bf16GemmPath::Native && !bf16GemmHasNative())
+      GTEST_SKIP() << "this CPU has no AVX512-BF16";
+    saved_ = bf16GemmPath();
+    setBf16GemmPath(GetParam());
+  }
+  void TearDown() override { setBf16GemmPath(saved_); }
+  Bf16GemmPath saved_ = Bf16GemmPath::Widen;
+};
+
+TEST_P(GemmBf16, SmallShapesAndTransposes) {
   ThreadPool pool(2);
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -93,7 +108,7 @@ TEST(GemmBf16, SmallShapesAndTransposes) {
         check(GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb), pool);
 }
 
-TEST(GemmBf16, CrossesTheCTilesAndKBlocks) {
+TEST_P(GemmBf16, CrossesTheCTilesAndKBlocks) {
   ThreadPool pool(2);
   // m over 1024 rows (two row tiles), k over 2048 (two K blocks accumulated in f32 before the
   // one rounding), n over 4096 columns (two column tiles), with every transpose.
@@ -103,7 +118,7 @@ TEST(GemmBf16, CrossesTheCTilesAndKBlocks) {
   check(GemmDesc::contiguous(DType::bf16, 3, 4100, 2060, true, false), pool);
 }
 
-TEST(GemmBf16, LeadingDimensionsAlphaBeta) {
+TEST_P(GemmBf16, LeadingDimensionsAlphaBeta) {
   ThreadPool pool(2);
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 13, 11, 19, false, true);
   d.lda += 3;
@@ -118,7 +133,7 @@ TEST(GemmBf16, LeadingDimensionsAlphaBeta) {
   check(d, pool);
 }
 
-TEST(GemmBf16, BatchesWidenedWholeAndOneByOne) {
+TEST_P(GemmBf16, BatchesWidenedWholeAndOneByOne) {
   ThreadPool pool(2);
   // Attention-like: 6 heads of 16x8 @ 8x16, and B broadcast over the outer dimension.
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 16, 16, 8, false, true);
@@ -130,7 +145,7 @@ TEST(GemmBf16, BatchesWidenedWholeAndOneByOne) {
   check(big, pool);
 }
 
-TEST(GemmBf16, EmptyContractionScalesC) {
+TEST_P(GemmBf16, EmptyContractionScalesC) {
   ThreadPool pool(1);
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 3, 4, 0);
   d.beta = 2;
@@ -139,7 +154,47 @@ TEST(GemmBf16, EmptyContractionScalesC) {
   check(d, pool);
 }
 
-TEST(GemmBf16, RejectsWhatItDoesNotRun) {
+// The native kernel's register tile is 12 x 32 and its blocks 8 x 8 tiles, halved for
+// small products: row and column counts around those edges, odd K (a half pair of zeros),
+// with every transpose.
+TEST_P(GemmBf16, TileAndBlockEdges) {
+  ThreadPool pool(2);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [m, n, k] : {std::array<int64_t, 3>{12, 32, 2}, {11, 31, 1}, {13, 33, 5},
+                             {97, 257, 129}, {200, 300, 64}, {25, 520, 255}})
+        check(GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb), pool);
+}
+
+// A NaN in A makes its row of C NaN and leaves the others finite; an infinity in B makes
+// its column infinite.
+TEST_P(GemmBf16, NaNAndInfinityPropagate) {
+  ThreadPool pool(2);
+  const int64_t m = 20, n = 40, k = 9;
+  std::vector<uint16_t> a = randomBf16(static_cast<size_t>(m * k), 4);
+  std::vector<uint16_t> b = randomBf16(static_cast<size_t>(k * n), 5);
+  for (auto& x : a) x = floatToBF16(std::abs(bf16ToFloat(x)) + 0.25f);  // positive: no inf - inf
+  for (auto& x : b) x = floatToBF16(std::abs(bf16ToFloat(x)) + 0.25f);
+  a[static_cast<size_t>(13 * k + 4)] = floatToBF16(std::nanf(""));
+  b[static_cast<size_t>(6 * n + 33)] = floatToBF16(std::numeric_limits<float>::infinity());
+  std::vector<uint16_t> c(static_cast<size_t>(m * n), 0);
+  gemmBf16(GemmDesc::contiguous(DType::bf16, m, n, k), a.data(), b.data(), c.data(), &pool);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float got = bf16ToFloat(c[static_cast<size_t>(i * n + j)]);
+      if (i == 13) EXPECT_TRUE(std::isnan(got)) << "C(" << i << "," << j << ") = " << got;
+      else if (j == 33) EXPECT_EQ(got, std::numeric_limits<float>::infinity()) << "C(" << i << "," << j << ")";
+      else EXPECT_TRUE(std::isfinite(got)) << "C(" << i << "," << j << ") = " << got;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16,
+                         ::testing::Values(Bf16GemmPath::Native, Bf16GemmPath::Widen),
+                         [](const ::testing::TestParamInfo<Bf16GemmPath>& p) {
+                           return p.param == Bf16GemmPath::Native ? "Native" : "Widen";
+                         });
+
+TEST(GemmBf16Api, RejectsWhatItDoesNotRun) {
   EXPECT_THROW(validateGemmBf16(GemmDesc::contiguous(DType::f32, 2, 2, 2)), std::invalid_argument);
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
   d.lda = 1;

@@ -1,0 +1,223 @@
+// bf16 GEMM on AVX512-BF16 (see gemm_bf16_native.h).
+#include "codegen/gemm_bf16_native.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "codegen/gemm.h"
+#include "runtime/thread_pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TGC_BF16_X86 1
+// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_* pass-through operands
+// (unused under an all-ones mask) as maybe-uninitialized once they are inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace tgc::codegen {
+
+#ifdef TGC_BF16_X86
+
+// The functions that use the instructions are compiled for them (the project builds without
+// -march); gemm_bf16.cpp calls them only where cpuHasAvx512Bf16().
+#define TGC_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+#define TGC_BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"), always_inline)) inline
+
+bool cpuHasAvx512Bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+namespace {
+
+// The register tile: 12 rows x 32 columns, 24 accumulators of the 32 registers (as the f32
+// AVX-512 tile, codegen/gemm_kernel.h). One k-pair step is 2 loads of B, 12 broadcasts of
+// A pairs and 24 VDPBF16PS.
+constexpr int64_t kMR = 12, kNR = 32;
+
+// Packed A: sliver s (rows s*MR ..) is kp * MR words; word p * MR + r holds the pair
+// A(row, 2p) | A(row, 2p + 1) << 16. Rows past m and the k past K are zeros.
+void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int64_t s0, int64_t s1,
+                  uint32_t* ap) {
+  const int64_t pairs = d.k / 2;  // whole pairs; an odd K leaves one last half pair
+  for (int64_t s = s0; s < s1; ++s) {
+    uint32_t* out = ap + s * kp * kMR;
+    const int64_t rows = std::min(kMR, d.m - s * kMR);
+    if (!d.transA) {  // A(i, k) = a[i * lda + k]: a row's pairs are consecutive words
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* src = a + (s * kMR + r) * d.lda;
+        for (int64_t p = 0; p < pairs; ++p) {
+          uint32_t w;
+          std::memcpy(&w, src + 2 * p, sizeof w);  // little-endian: A(i, 2p) in the low half
+          out[p * kMR + r] = w;
+        }
+        if (d.k % 2) out[pairs * kMR + r] = src[d.k - 1];
+      }
+    } else {  // A(i, k) = a[k * lda + i]: one k's rows are consecutive
+      for (int64_t p = 0; p < kp; ++p) {
+        const uint16_t* lo = a + 2 * p * d.lda + s * kMR;
+        const uint16_t* hi = 2 * p + 1 < d.k ? lo + d.lda : nullptr;
+        for (int64_t r = 0; r < rows; ++r)
+          out[p * kMR + r] = lo[r] | (hi ? static_cast<uint32_t>(hi[r]) << 16 : 0u);
+      }
+    }
+    for (int64_t p = 0; p < kp; ++p)
+      std::fill(out + p * kMR + rows, out + (p + 1) * kMR, 0u);
+  }
+}
+
+// Packed B: sliver s (columns s*NR ..) is kp * 2NR halves; half p * 2NR + 2j + h holds
+// B(2p + h, s*NR + j), so one 64-byte load is the pairs of 16 columns. Columns past n and
+// the k past K are zeros.
+TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int64_t s0,
+                           int64_t s1, uint16_t* bp) {
+  // Interleaves two rows of 32 halves: lo gets columns 0-15, hi 16-31.
+  alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                   37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                   11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t kHi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                   53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                   27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_load_si512(kHi);
+  for (int64_t s = s0; s < s1; ++s) {
+    uint16_t* out = bp + s * kp * 2 * kNR;
+    const int64_t j0 = s * kNR, cols = std::min(kNR, d.n - j0);
+    if (!d.transB) {  // B(k, j) = b[k * ldb + j]: rows 2p and 2p + 1, interleaved
+      const __mmask32 m = cols == kNR ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
+      for (int64_t p = 0; p < kp; ++p) {
+        const uint16_t* r0 = b + 2 * p * d.ldb + j0;
+        const __m512i x = _mm512_maskz_loadu_epi16(m, r0);
+        const __m512i y = 2 * p + 1 < d.k ? _mm512_maskz_loadu_epi16(m, r0 + d.ldb)
+                                          : _mm512_setzero_si512();
+        _mm512_storeu_si512(out + p * 2 * kNR, _mm512_permutex2var_epi16(x, lo, y));
+        _mm512_storeu_si512(out + p * 2 * kNR + kNR, _mm512_permutex2var_epi16(x, hi, y));
+      }
+    } else {  // B(k, j) = b[j * ldb + k]: a column's pairs are consecutive words
+      const int64_t pairs = d.k / 2;
+      uint32_t* w = reinterpret_cast<uint32_t*>(out);  // word p * NR + j
+      for (int64_t j = 0; j < cols; ++j) {
+        const uint16_t* src = b + (j0 + j) * d.ldb;
+        for (int64_t p = 0; p < pairs; ++p) {
+          uint32_t v;
+          std::memcpy(&v, src + 2 * p, sizeof v);
+          w[p * kNR + j] = v;
+        }
+        if (d.k % 2) w[pairs * kNR + j] = src[d.k - 1];
+      }
+      for (int64_t p = 0; p < kp; ++p) std::fill(w + p * kNR + cols, w + (p + 1) * kNR, 0u);
+    }
+  }
+}
+
+// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
+TGC_BF16_INLINE __m256i narrow16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+// C (rows x cols of the tile, at c) = alpha * Ap Bp + beta * C over kp pairs.
+TGC_BF16 void tile(int64_t kp, const uint32_t* ap, const uint16_t* bp, uint16_t* c, int64_t ldc,
+                   int64_t rows, int64_t cols, float alpha, float beta) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512i b0 = _mm512_loadu_si512(bp + p * 2 * kNR);
+    const __m512i b1 = _mm512_loadu_si512(bp + p * 2 * kNR + kNR);
+    const uint32_t* ar = ap + p * kMR;
+#pragma GCC unroll 12
+    for (int r = 0; r < kMR; ++r) {
+      const __m512i x = _mm512_set1_epi32(static_cast<int>(ar[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], reinterpret_cast<__m512bh>(x),
+                                   reinterpret_cast<__m512bh>(b0));
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], reinterpret_cast<__m512bh>(x),
+                                   reinterpret_cast<__m512bh>(b1));
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      const int64_t n = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+      if (n == 0) break;
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+      uint16_t* cp = c + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(acc[r][v], va);
+      if (beta != 0) {
+        const __m512i old = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cp)), 16);
+        x = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(old), x);
+      }
+      _mm256_mask_storeu_epi16(cp, m, narrow16(x));
+    }
+  }
+}
+
+// The calling thread's packing buffers, grown to the largest call (a GEMM pair's two sides
+// run on two threads, each with its own).
+std::vector<uint32_t>& packBuffer(int which) {
+  thread_local std::vector<uint32_t> bufs[2];
+  return bufs[which];
+}
+
+}  // namespace
+
+void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                        ThreadPool& pool) {
+  const int64_t kp = (d.k + 1) / 2;
+  const int64_t slA = (d.m + kMR - 1) / kMR, slB = (d.n + kNR - 1) / kNR;
+  std::vector<uint32_t>& bufA = packBuffer(0);
+  std::vector<uint32_t>& bufB = packBuffer(1);
+  bufA.resize(std::max<size_t>(bufA.size(), static_cast<size_t>(slA * kp * kMR)));
+  bufB.resize(std::max<size_t>(bufB.size(), static_cast<size_t>(slB * kp * kNR)));
+  uint32_t* ap = bufA.data();
+  uint16_t* bp = reinterpret_cast<uint16_t*>(bufB.data());
+  // Both operands packed in one parallel pass: A's slivers, then B's.
+  pool.parallelForDynamic(slA + slB, 4, [&](int64_t s0, int64_t s1) {
+    if (s0 < slA) packASlivers(d, a, kp, s0, std::min(s1, slA), ap);
+    if (s1 > slA) packBSlivers(d, b, kp, std::max(s0, slA) - slA, s1 - slA, bp);
+  });
+  // Blocks of up to 8 x 8 slivers (96 rows x 256 columns: one B sliver serves 8 A slivers
+  // from L1), halved while there are fewer than 4 blocks per thread.
+  int64_t bA = 8, bB = 8;
+  auto blocks = [&] { return ((slA + bA - 1) / bA) * ((slB + bB - 1) / bB); };
+  const int64_t want = 4 * pool.numThreads();
+  while (blocks() < want && (bA > 1 || bB > 1)) {
+    if (bA >= bB && bA > 1) bA /= 2;
+    else bB /= 2;
+  }
+  const int64_t colBlocks = (slB + bB - 1) / bB;
+  const float alpha = static_cast<float>(d.alpha), beta = static_cast<float>(d.beta);
+  pool.parallelForDynamic(blocks(), 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t a0 = t / colBlocks * bA, b0 = t % colBlocks * bB;
+      for (int64_t sb = b0; sb < std::min(slB, b0 + bB); ++sb)
+        for (int64_t sa = a0; sa < std::min(slA, a0 + bA); ++sa)
+          tile(kp, ap + sa * kp * kMR, bp + sb * kp * 2 * kNR, c + sa * kMR * d.ldc + sb * kNR,
+               d.ldc, std::min(kMR, d.m - sa * kMR), std::min(kNR, d.n - sb * kNR), alpha, beta);
+    }
+  });
+}
+
+#else  // not x86-64: no native kernel
+
+bool cpuHasAvx512Bf16() { return false; }
+
+void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const uint16_t*, uint16_t*, ThreadPool&) {
+  throw std::logic_error("the AVX512-BF16 GEMM runs on x86-64 only");
+}
+
+#endif
+
+}  // namespace tgc::codegen

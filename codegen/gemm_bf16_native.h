@@ -1,0 +1,34 @@
+// bf16 GEMM on the AVX512-BF16 instructions (VDPBF16PS), for codegen/gemm_bf16.cpp.
+//
+// The operands stay bf16: A and B are packed into pairs of consecutive k (two bf16 in 32
+// bits, the instruction's operand), and a 12 x 32 register tile accumulates in f32 over the
+// whole of K; C is rounded to bf16 once, as the widening path does. Twice the
+// multiply-adds per instruction of an f32 FMA, and half the bytes to pack and stream.
+//
+// Rounding: each product of two bf16 is exact in f32; the instruction adds the pair's two
+// products to the accumulator in f32 (round to nearest even), so the result differs from
+// the widening path's f32 FMAs by the order of the f32 additions only. It treats denormal
+// inputs and results as zero (no bf16 operand of a trained Transformer is that small; the
+// tests' bound covers it).
+#pragma once
+
+#include <cstdint>
+
+namespace tgc {
+class ThreadPool;
+}
+
+namespace tgc::codegen {
+
+struct GemmDesc;
+
+// Whether this CPU has AVX512-BF16 (with AVX512 F/BW/VL).
+bool cpuHasAvx512Bf16();
+
+// One product of `d` (batch items are the caller's: a, b, c point at the item), with
+// d.k > 0 and m, n > 0: C = alpha * op(A) op(B) + beta * C, C rounded to bf16 once.
+// Only on a CPU where cpuHasAvx512Bf16().
+void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                        ThreadPool& pool);
+
+}  // namespace tgc::codegen
