@@ -8,6 +8,8 @@ threads.
   python3 bench/train_step_bench.py --tgc build/tools/tgc --no-compile --peak 220
   python3 bench/train_step_bench.py --tgc build/tools/tgc --presets small --shapes 32x32 \
       --rounds 5 --no-compile     # tgc and eager alternating, 5 times: the noisy host's way
+  python3 bench/train_step_bench.py --tgc build/tools/tgc --precision bf16 --no-compile
+                                  # mixed precision on both sides (below)
 
 For each preset (tiny, small, base) and shape BxL (batch B, source and target length L):
   tgc      `tgc compile --train` (the paper's dropout 0.1, AdamW, noam schedule, clipping at
@@ -32,6 +34,11 @@ bench/gemm_bench, or --peak); launches per step: tgc's (generated kernels + GEMM
 kernels), PyTorch eager's ATen kernels (ops dispatched in one step, views excluded) and
 torch.compile's (generated kernels + extern calls of the compiled graphs that ran in one
 step, read from inductor's wrapper code).
+--precision bf16: mixed precision on both sides: tgc compiles with --precision bf16 (matmuls
+with bf16 operands and f32 accumulation, everything else and the master weights f32), and
+PyTorch runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16)
+(its recipe: matmuls in bf16, the backward outside the region). The %pk column stays a
+fraction of the f32 FMA peak.
 All get n threads: TGC_NUM_THREADS if set, else every core (torch.set_num_threads(n)).
 Without torch the script says so and prints tgc's figures alone (exit status 0).
 """
@@ -65,6 +72,7 @@ SHAPES = ["32x16", "32x32", "16x64"]
 # The PyTorch worker's warm-up model (vocabularies overridden too).
 TOY = dict(d_model=8, heads=2, d_ff=16, n_enc=1, n_dec=1, src_vocab=16, tgt_vocab=16)
 P_DROP, WARMUP, CLIP, BETAS, EPS = 0.1, 4000, 1.0, (0.9, 0.98), 1e-9
+PRECISION = "fp32"  # --precision: fp32, or bf16 (mixed precision on both sides)
 
 
 def threads():
@@ -89,7 +97,7 @@ def run_measured(cmd, env):
 def compile_step(tgc, tir, preset, B, L, sets=()):
     """tgc compile --train; returns the seconds it took."""
     cmd = [tgc, "compile", MODEL, "--preset", preset, "--train", "--dim", f"B={B}", "--dim",
-           f"S={L}", "--dim", f"T={L}", "-o", tir]
+           f"S={L}", "--dim", f"T={L}", "--precision", PRECISION, "-o", tir]
     for s in sets:
         cmd += ["--set", s]
     t0 = time.perf_counter()
@@ -171,7 +179,8 @@ def tgc_stats(tgc, preset, B, L, env):
     """`tgc compile --train --target cpu --stats`: the matmuls' FLOPs and the launches of a
     step (generated kernels, GEMMs, library kernels)."""
     cmd = [tgc, "compile", MODEL, "--preset", preset, "--train", "--target", "cpu", "--stats",
-           "--dim", f"B={B}", "--dim", f"S={L}", "--dim", f"T={L}", "-o", os.devnull]
+           "--dim", f"B={B}", "--dim", f"S={L}", "--dim", f"T={L}", "--precision", PRECISION,
+           "-o", os.devnull]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"tgc compile --stats failed ({' '.join(cmd)}):\n{r.stderr}")
@@ -266,7 +275,9 @@ class TorchStep:
             else:
                 g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
-        loss, _ = self.forward(*self.batch)
+        with self.torch.autocast("cpu", dtype=self.torch.bfloat16,
+                                 enabled=PRECISION == "bf16"):
+            loss, _ = self.forward(*self.batch)
         loss.backward()
         self.update()
         return loss.item()
@@ -333,6 +344,8 @@ def torch_worker(args):
     """One configuration's PyTorch step (eager or compiled), timed; prints a JSON line."""
     import gc
     import torch
+    global PRECISION
+    PRECISION = args.precision
     torch.set_num_threads(args.threads)
     cfg = dict(COMMON, **PRESETS[args.preset])
     compiled = args.mode == "compile"
@@ -389,7 +402,7 @@ def bench_torch(preset, B, L, steps, tir, toy_tir, clock, mode="eager", warmup=3
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--preset", preset,
            "--batch", str(B), "--len", str(L), "--steps", str(steps), "--tir", tir,
            "--toy-tir", toy_tir, "--threads", str(threads()), "--clock", clock, "--mode", mode,
-           "--compile-warmup", str(warmup)]
+           "--compile-warmup", str(warmup), "--precision", PRECISION]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -437,12 +450,17 @@ def main():
     ap.add_argument("--gemm-bench",
                     help="bench/gemm_bench that measures the peak (default: next to --tgc's "
                     "build, <build>/bench/gemm_bench)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: mixed precision on both sides (tgc --precision bf16, PyTorch "
+                    "under torch.autocast with bfloat16)")
     ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--preset"), ap.add_argument("--batch", type=int)
     ap.add_argument("--len", type=int), ap.add_argument("--tir"), ap.add_argument("--toy-tir")
     ap.add_argument("--threads", type=int), ap.add_argument("--mode", default="eager")
     args = ap.parse_args()
+    global PRECISION
+    PRECISION = args.precision
     if args.torch_worker:
         return torch_worker(args)
 
@@ -453,7 +471,9 @@ def main():
         sys.exit("--clock cpu needs --steps 2 or more")
     compiled = torch_ok and not args.no_compile
     print(f"train-step benchmark: {threads()} threads, {args.steps} timed steps per "
-          f"configuration and round, {args.rounds} round(s), {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
+          f"configuration and round, {args.rounds} round(s), {args.clock} clock, "
+          f"{PRECISION}{' (mixed precision: tgc --precision bf16, PyTorch autocast)' if PRECISION == 'bf16' else ''}, "
+          f"load average {os.getloadavg()[0]:.2f}")
     if not torch_ok:
         print(f"PyTorch is not installed ({why}): tgc's figures only "
               "(pip install torch to compare)")
