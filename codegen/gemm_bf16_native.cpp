@@ -39,34 +39,77 @@ namespace {
 // A pairs and 24 VDPBF16PS.
 constexpr int64_t kMR = 12, kNR = 32;
 
+// out[c] = column c of the 16 x 16 words in r (row i = r[i]): unpacks of 32- and 64-bit
+// pairs inside the 128-bit lanes, then a 4 x 4 transpose of the lanes.
+TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
+  __m512i a[16], b[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // b[4j + k], lane L: column 4L + k of rows 4j .. 4j + 3.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    b[4 * j] = _mm512_unpacklo_epi64(a[4 * j], a[4 * j + 2]);
+    b[4 * j + 1] = _mm512_unpackhi_epi64(a[4 * j], a[4 * j + 2]);
+    b[4 * j + 2] = _mm512_unpacklo_epi64(a[4 * j + 1], a[4 * j + 3]);
+    b[4 * j + 3] = _mm512_unpackhi_epi64(a[4 * j + 1], a[4 * j + 3]);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i c0 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x44);
+    const __m512i c1 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xEE);
+    const __m512i c2 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x44);
+    const __m512i c3 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xEE);
+    out[k] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+    out[4 + k] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+    out[8 + k] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+    out[12 + k] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+  }
+}
+
 // Packed A: sliver s (rows s*MR ..) is kp * MR words; word p * MR + r holds the pair
 // A(row, 2p) | A(row, 2p + 1) << 16. Rows past m and the k past K are zeros.
-void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int64_t s0, int64_t s1,
-                  uint32_t* ap) {
+TGC_BF16 void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int64_t s0,
+                           int64_t s1, uint32_t* ap) {
   const int64_t pairs = d.k / 2;  // whole pairs; an odd K leaves one last half pair
+  constexpr __mmask16 kTile = (1u << kMR) - 1;
   for (int64_t s = s0; s < s1; ++s) {
     uint32_t* out = ap + s * kp * kMR;
     const int64_t rows = std::min(kMR, d.m - s * kMR);
-    if (!d.transA) {  // A(i, k) = a[i * lda + k]: a row's pairs are consecutive words
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint16_t* src = a + (s * kMR + r) * d.lda;
-        for (int64_t p = 0; p < pairs; ++p) {
-          uint32_t w;
-          std::memcpy(&w, src + 2 * p, sizeof w);  // little-endian: A(i, 2p) in the low half
-          out[p * kMR + r] = w;
-        }
-        if (d.k % 2) out[pairs * kMR + r] = src[d.k - 1];
+    if (!d.transA) {
+      // A(i, k) = a[i * lda + k]: a row's pairs are consecutive words (little-endian: A(i, 2p)
+      // in the low half). 16 pairs of the sliver's rows at a time, transposed.
+      const uint16_t* src = a + s * kMR * d.lda;
+      for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+        const int64_t cnt = std::min<int64_t>(16, pairs - p0);
+        const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
+        __m512i r[16], t[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          r[i] = i < rows ? _mm512_maskz_loadu_epi32(m, src + i * d.lda + 2 * p0)
+                          : _mm512_setzero_si512();
+        transpose16(r, t);
+        for (int64_t c = 0; c < cnt; ++c) _mm512_mask_storeu_epi32(out + (p0 + c) * kMR, kTile, t[c]);
       }
-    } else {  // A(i, k) = a[k * lda + i]: one k's rows are consecutive
+      if (d.k % 2) {
+        for (int64_t r = 0; r < kMR; ++r)
+          out[pairs * kMR + r] = r < rows ? src[r * d.lda + d.k - 1] : 0u;
+      }
+    } else {
+      // A(i, k) = a[k * lda + i]: one k's rows are consecutive halves, widened to words and
+      // merged with the next k's.
+      const __mmask16 m = static_cast<__mmask16>((1u << rows) - 1);
       for (int64_t p = 0; p < kp; ++p) {
         const uint16_t* lo = a + 2 * p * d.lda + s * kMR;
-        const uint16_t* hi = 2 * p + 1 < d.k ? lo + d.lda : nullptr;
-        for (int64_t r = 0; r < rows; ++r)
-          out[p * kMR + r] = lo[r] | (hi ? static_cast<uint32_t>(hi[r]) << 16 : 0u);
+        const __m512i x = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo));
+        const __m512i y = 2 * p + 1 < d.k
+                              ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo + d.lda))
+                              : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(out + p * kMR, kTile, _mm512_or_si512(x, _mm512_slli_epi32(y, 16)));
       }
     }
-    for (int64_t p = 0; p < kp; ++p)
-      std::fill(out + p * kMR + rows, out + (p + 1) * kMR, 0u);
   }
 }
 
