@@ -139,19 +139,28 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int
         _mm512_storeu_si512(out + p * 2 * kNR, _mm512_permutex2var_epi16(x, lo, y));
         _mm512_storeu_si512(out + p * 2 * kNR + kNR, _mm512_permutex2var_epi16(x, hi, y));
       }
-    } else {  // B(k, j) = b[j * ldb + k]: a column's pairs are consecutive words
+    } else {
+      // B(k, j) = b[j * ldb + k]: a column's pairs are consecutive words; 16 pairs of 16
+      // columns at a time, transposed.
       const int64_t pairs = d.k / 2;
       uint32_t* w = reinterpret_cast<uint32_t*>(out);  // word p * NR + j
-      for (int64_t j = 0; j < cols; ++j) {
-        const uint16_t* src = b + (j0 + j) * d.ldb;
-        for (int64_t p = 0; p < pairs; ++p) {
-          uint32_t v;
-          std::memcpy(&v, src + 2 * p, sizeof v);
-          w[p * kNR + j] = v;
+      for (int64_t h = 0; h < kNR; h += 16) {
+        const int64_t hc = std::clamp<int64_t>(cols - h, 0, 16);
+        for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+          const int64_t cnt = std::min<int64_t>(16, pairs - p0);
+          const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
+          __m512i r[16], t[16];
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i)
+            r[i] = i < hc ? _mm512_maskz_loadu_epi32(m, b + (j0 + h + i) * d.ldb + 2 * p0)
+                          : _mm512_setzero_si512();
+          transpose16(r, t);
+          for (int64_t c = 0; c < cnt; ++c) _mm512_storeu_si512(w + (p0 + c) * kNR + h, t[c]);
         }
-        if (d.k % 2) w[pairs * kNR + j] = src[d.k - 1];
+        if (d.k % 2)
+          for (int64_t j = 0; j < 16; ++j)
+            w[pairs * kNR + h + j] = j < hc ? b[(j0 + h + j) * d.ldb + d.k - 1] : 0u;
       }
-      for (int64_t p = 0; p < kp; ++p) std::fill(w + p * kNR + cols, w + (p + 1) * kNR, 0u);
     }
   }
 }
