@@ -12,9 +12,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define TGC_BF16_X86 1
+#if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_* pass-through operands
 // (unused under an all-ones mask) as maybe-uninitialized once they are inlined here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace tgc::codegen {
@@ -216,8 +218,9 @@ TGC_BF16 void tile(int64_t kp, const uint32_t* ap, const uint16_t* bp, uint16_t*
   }
 }
 
-// The calling thread's packing buffers, grown to the largest call (a GEMM pair's two sides
-// run on two threads, each with its own).
+// The calling thread's packing buffers, grown to the largest call and kept (outside the
+// executable's arena, as the widening path's scratch): about the size of the largest
+// product's A and B in bf16.
 std::vector<uint32_t>& packBuffer(int which) {
   thread_local std::vector<uint32_t> bufs[2];
   return bufs[which];
