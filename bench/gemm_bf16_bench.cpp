@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +41,7 @@ struct Product {
 Product parseShape(const std::string& s) {
   Product r{};
   char flags[8] = {};
-  if (std::sscanf(s.c_str(), "%ldx%ldx%ld:%7s", &r.m, &r.n, &r.k, flags) < 3 || r.m <= 0 ||
+  if (std::sscanf(s.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 ":%7s", &r.m, &r.n, &r.k, flags) < 3 || r.m <= 0 ||
       r.n <= 0 || r.k <= 0) {
     fmt::print(stderr, "gemm_bf16_bench: --shape wants MxNxK[:ab], not '{}'\n", s);
     std::exit(2);

@@ -106,7 +106,8 @@ class Bf16Gemm {
     const int64_t aSpan = span(d_.transA ? d_.k : d_.m, d_.transA ? d_.m : d_.k, d_.lda, d_.batch, d_.strideA);
     const int64_t bSpan = span(d_.transB ? d_.n : d_.k, d_.transB ? d_.k : d_.n, d_.ldb, d_.batch, d_.strideB);
     const int64_t cSpan = span(d_.m, d_.n, d_.ldc, d_.batch, d_.strideC);
-    if (d_.k == 0) return scaleOnly();
+    // An empty contraction, or alpha = 0: C = beta * C, A and B not read (as the f32 engine).
+    if (d_.k == 0 || d_.alpha == 0) return scaleOnly();
     if (bf16GemmPath() == Bf16GemmPath::Native) {
       forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) {
         gemmBf16NativeItem(d_, a_ + oa, b_ + ob, c_ + oc, pool_);
@@ -223,6 +224,8 @@ void validateGemmBf16(const GemmDesc& desc) {
                                 " is not bf16");
   if (!desc.epilogue.empty())
     throw std::invalid_argument("gemm bf16: epilogues are not supported (f32 and f64 only)");
+  if (desc.sumB)
+    throw std::invalid_argument("gemm bf16: sumB is not supported (f32 and f64 only)");
   GemmDesc f = desc;
   f.dtype = DType::f32;
   f.validate();

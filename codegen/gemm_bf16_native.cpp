@@ -219,8 +219,8 @@ TGC_BF16 void tile(int64_t kp, const uint32_t* ap, const uint16_t* bp, uint16_t*
 }
 
 // The calling thread's packing buffers, grown to the largest call and kept (outside the
-// executable's arena, as the widening path's scratch): about the size of the largest
-// product's A and B in bf16.
+// executable's arena, as the widening path's scratch): the largest product's A and B in
+// bf16, padded to whole slivers (12 rows, 32 columns: up to 32x B when n is 1).
 std::vector<uint32_t>& packBuffer(int which) {
   thread_local std::vector<uint32_t> bufs[2];
   return bufs[which];
@@ -244,7 +244,7 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b,
     if (s1 > slA) packBSlivers(d, b, kp, std::max(s0, slA) - slA, s1 - slA, bp);
   });
   // Blocks of up to 8 x 8 slivers (96 rows x 256 columns: one B sliver serves 8 A slivers
-  // from L1), halved while there are fewer than 16 blocks per thread: with 4, 1024 x 256 x
+  // while it is in L1 or, past K = 512, in L2), halved while there are fewer than 16 blocks per thread: with 4, 1024 x 256 x
   // 8000 was 11 blocks, 6 on one thread and 5 on the other (300-313 GFLOP/s against 336-342
   // on 2 threads).
   int64_t bA = 8, bB = 8;

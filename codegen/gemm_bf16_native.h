@@ -6,10 +6,14 @@
 // multiply-adds per instruction of an f32 FMA, and half the bytes to pack and stream.
 //
 // Rounding: each product of two bf16 is exact in f32; the instruction adds the pair's two
-// products to the accumulator in f32 (round to nearest even), so the result differs from
-// the widening path's f32 FMAs by the order of the f32 additions only. It treats denormal
-// inputs and results as zero (no bf16 operand of a trained Transformer is that small; the
-// tests' bound covers it).
+// products to the accumulator in f32 (round to nearest even), so for normal numbers the
+// result differs from the widening path's f32 FMAs in the order of the f32 additions. It
+// also treats denormal inputs and results as zero, which the widening path does not
+// (|x| < 1.2e-38; the tests' operands never produce one).
+//
+// Batch items run one after another, each parallel over its own tiles: fine for the
+// Transformer's bf16 matmuls (one product, or a few large ones), slower than the widening
+// path's whole-batch call for many tiny items (attention stays f32, so none run here).
 #pragma once
 
 #include <cstdint>

@@ -46,6 +46,11 @@ void check(const GemmDesc& d, ThreadPool& pool) {
   const auto b = randomBf16(static_cast<size_t>(extent(d, d.transB ? d.n : d.k, d.ldb, d.strideB)), 2);
   const auto c0 = randomBf16(static_cast<size_t>(extent(d, d.m, d.ldc, d.strideC)), 3);
   std::vector<uint16_t> c = c0;
+  // With beta = 0, C must not be read: its elements start as NaN (the padding keeps c0's
+  // bits, which must survive).
+  if (d.beta == 0)
+    for (size_t at = 0; at < c.size(); ++at)
+      if (static_cast<int64_t>(at) % d.ldc < d.n) c[at] = 0x7FC0;
   gemmBf16(d, a.data(), b.data(), c.data(), &pool);
 
   const int64_t items = d.batchCount();
@@ -120,17 +125,37 @@ TEST_P(GemmBf16, CrossesTheCTilesAndKBlocks) {
 
 TEST_P(GemmBf16, LeadingDimensionsAlphaBeta) {
   ThreadPool pool(2);
-  GemmDesc d = GemmDesc::contiguous(DType::bf16, 13, 11, 19, false, true);
-  d.lda += 3;
-  d.ldb += 5;
-  d.ldc += 4;  // padding columns must not be written
-  d.alpha = 0.5;
-  d.beta = -1.5;
-  check(d, pool);
-  d.k = 2100;  // beta applies once, before the first K block
-  d.lda = d.k + 1;
-  d.ldb = d.k + 2;
-  check(d, pool);
+  // n = 40: both 16-column halves of the native tile's second vector read the old C.
+  // k = 2100: beta applies once, before the first K block of the widening path.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t k : {19, 2100}) {
+        GemmDesc d = GemmDesc::contiguous(DType::bf16, 13, 40, k, ta, tb);
+        d.lda += 3;
+        d.ldb += 5;
+        d.ldc += 4;  // padding columns must not be written
+        d.alpha = 0.5;
+        d.beta = -1.5;
+        check(d, pool);
+      }
+}
+
+// alpha = 0 is C = beta * C without reading A or B (as the f32 engine): an infinity in A
+// must not turn C into NaN.
+TEST_P(GemmBf16, ZeroAlphaReadsNeitherOperand) {
+  ThreadPool pool(2);
+  const int64_t m = 14, n = 35, k = 6;
+  std::vector<uint16_t> a = randomBf16(static_cast<size_t>(m * k), 6);
+  const std::vector<uint16_t> b = randomBf16(static_cast<size_t>(k * n), 7);
+  const std::vector<uint16_t> c0 = randomBf16(static_cast<size_t>(m * n), 8);
+  a[3] = floatToBF16(std::numeric_limits<float>::infinity());
+  GemmDesc d = GemmDesc::contiguous(DType::bf16, m, n, k);
+  d.alpha = 0;
+  d.beta = 0.5;
+  std::vector<uint16_t> c = c0;
+  gemmBf16(d, a.data(), b.data(), c.data(), &pool);
+  for (size_t i = 0; i < c.size(); ++i)
+    EXPECT_EQ(bf16ToFloat(c[i]), 0.5f * bf16ToFloat(c0[i])) << "element " << i;
 }
 
 TEST_P(GemmBf16, BatchesWidenedWholeAndOneByOne) {
@@ -158,12 +183,14 @@ TEST_P(GemmBf16, EmptyContractionScalesC) {
 // small products: row and column counts around those edges, odd K (a half pair of zeros),
 // with every transpose.
 TEST_P(GemmBf16, TileAndBlockEdges) {
-  ThreadPool pool(2);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (auto [m, n, k] : {std::array<int64_t, 3>{12, 32, 2}, {11, 31, 1}, {13, 33, 5},
-                             {97, 257, 129}, {200, 300, 64}, {25, 520, 255}})
-        check(GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb), pool);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (auto [m, n, k] : {std::array<int64_t, 3>{12, 32, 2}, {11, 31, 1}, {13, 33, 5},
+                               {97, 257, 129}, {200, 300, 64}, {25, 520, 255}})
+          check(GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb), pool);
+  }
 }
 
 // A NaN in A makes its row of C NaN and leaves the others finite; an infinity in B makes
@@ -196,6 +223,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16,
 
 TEST(GemmBf16Api, RejectsWhatItDoesNotRun) {
   EXPECT_THROW(validateGemmBf16(GemmDesc::contiguous(DType::f32, 2, 2, 2)), std::invalid_argument);
+  GemmDesc s = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
+  s.sumB = true;  // the bias-gradient column sums are an f32/f64 feature
+  EXPECT_THROW(validateGemmBf16(s), std::invalid_argument);
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
   d.lda = 1;
   EXPECT_THROW(validateGemmBf16(d), std::invalid_argument);
