@@ -71,6 +71,19 @@ TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
   }
 }
 
+// t[c] = the words p0 + c (c < cnt; the rest 0) of rows i < rows (the rest 0) of a matrix
+// of words whose row i starts at base + i * ld halves: 16 pairs of up to 16 rows, as 16
+// vectors of up to 16 rows each.
+TGC_BF16_INLINE void wordsTransposed(const uint16_t* base, int64_t ld, int64_t rows, int64_t p0,
+                                     int64_t cnt, __m512i t[16]) {
+  const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
+  __m512i r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_epi32(m, base + i * ld + 2 * p0) : _mm512_setzero_si512();
+  transpose16(r, t);
+}
+
 // Packed A: sliver s (rows s*MR ..) is kp * MR words; word p * MR + r holds the pair
 // A(row, 2p) | A(row, 2p + 1) << 16. Rows past m and the k past K are zeros.
 TGC_BF16 void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int64_t s0,
@@ -86,13 +99,8 @@ TGC_BF16 void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int
       const uint16_t* src = a + s * kMR * d.lda;
       for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
         const int64_t cnt = std::min<int64_t>(16, pairs - p0);
-        const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
-        __m512i r[16], t[16];
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i)
-          r[i] = i < rows ? _mm512_maskz_loadu_epi32(m, src + i * d.lda + 2 * p0)
-                          : _mm512_setzero_si512();
-        transpose16(r, t);
+        __m512i t[16];
+        wordsTransposed(src, d.lda, rows, p0, cnt, t);
         for (int64_t c = 0; c < cnt; ++c) _mm512_mask_storeu_epi32(out + (p0 + c) * kMR, kTile, t[c]);
       }
       if (d.k % 2) {
@@ -150,13 +158,8 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int
         const int64_t hc = std::clamp<int64_t>(cols - h, 0, 16);
         for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
           const int64_t cnt = std::min<int64_t>(16, pairs - p0);
-          const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
-          __m512i r[16], t[16];
-#pragma GCC unroll 16
-          for (int i = 0; i < 16; ++i)
-            r[i] = i < hc ? _mm512_maskz_loadu_epi32(m, b + (j0 + h + i) * d.ldb + 2 * p0)
-                          : _mm512_setzero_si512();
-          transpose16(r, t);
+          __m512i t[16];
+          wordsTransposed(b + (j0 + h) * d.ldb, d.ldb, hc, p0, cnt, t);
           for (int64_t c = 0; c < cnt; ++c) _mm512_storeu_si512(w + (p0 + c) * kNR + h, t[c]);
         }
         if (d.k % 2)
