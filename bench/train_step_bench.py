@@ -344,8 +344,6 @@ def torch_worker(args):
     """One configuration's PyTorch step (eager or compiled), timed; prints a JSON line."""
     import gc
     import torch
-    global PRECISION
-    PRECISION = args.precision
     torch.set_num_threads(args.threads)
     cfg = dict(COMMON, **PRESETS[args.preset])
     compiled = args.mode == "compile"

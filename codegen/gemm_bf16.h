@@ -1,6 +1,8 @@
-// bf16 GEMM on a CPU without bf16 arithmetic (this project's AVX2 hosts: no AVX512-BF16).
+// bf16 GEMM: the entry point, and the path for a CPU without bf16 arithmetic (no
+// AVX512-BF16: the Zen 3 host of sessions 1-10); CPUs with it take the native kernel (end of
+// this comment).
 //
-// bf16 is a storage format there: the operands are widened to f32 (exact: a bf16 is the top
+// Without AVX512-BF16, bf16 is a storage format: the operands are widened to f32 (exact: a bf16 is the top
 // half of an f32) in blocks, the f32 GEMM engine (codegen/gemm.h) multiplies the blocks with
 // f32 accumulation, and C is rounded to bf16 (nearest even) once, after the whole sum over K.
 // So the result is the exact product of the bf16 operands summed in f32 and rounded once:
