@@ -2,10 +2,11 @@
 // against the widening path it replaces and against the f32 GEMM on the same shapes, with
 // the measured VDPBF16PS peak. Runs alternate between the kernels; figures are medians.
 //
-//   gemm_bf16_bench [--threads N] [--runs R] [--min-ms T] [--shape MxNxK[:ab]]
+//   gemm_bf16_bench [--threads N] [--runs R] [--min-ms T] [--shape [BATCHx]MxNxK[:ab]]
 //
-// ":a" / ":b" mark a transposed A / B (as stored: A k x m, B n x k). Exits 2 on a CPU
-// without AVX512-BF16.
+// ":a" / ":b" mark a transposed A / B (as stored: A k x m, B n x k); a fourth number in
+// front is a batch of that many products stored one after another (attention's per-head
+// matmuls: 128x64x64x64). Exits 2 on a CPU without AVX512-BF16.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,18 +37,24 @@ namespace {
 struct Product {
   int64_t m, n, k;
   bool ta = false, tb = false;
+  int64_t batch = 1;
 };
 
 Product parseShape(const std::string& s) {
+  int64_t x[4] = {};
+  const int got = std::sscanf(s.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "x%" SCNd64, &x[0],
+                              &x[1], &x[2], &x[3]);
   Product r{};
-  char flags[8] = {};
-  if (std::sscanf(s.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 ":%7s", &r.m, &r.n, &r.k, flags) < 3 || r.m <= 0 ||
-      r.n <= 0 || r.k <= 0) {
-    fmt::print(stderr, "gemm_bf16_bench: --shape wants MxNxK[:ab], not '{}'\n", s);
+  if (got == 4) r = {x[1], x[2], x[3], false, false, x[0]};
+  else if (got == 3) r = {x[0], x[1], x[2], false, false, 1};
+  if (got < 3 || r.m <= 0 || r.n <= 0 || r.k <= 0 || r.batch <= 0) {
+    fmt::print(stderr, "gemm_bf16_bench: --shape wants [BATCHx]MxNxK[:ab], not '{}'\n", s);
     std::exit(2);
   }
-  r.ta = std::strchr(flags, 'a') != nullptr;
-  r.tb = std::strchr(flags, 'b') != nullptr;
+  const size_t colon = s.find(':');
+  const std::string flags = colon == std::string::npos ? "" : s.substr(colon + 1);
+  r.ta = flags.find('a') != std::string::npos;
+  r.tb = flags.find('b') != std::string::npos;
   return r;
 }
 
@@ -155,7 +162,8 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> dist(-1, 1);
   double logSumWiden = 0, logSumF32 = 0;
   for (const Product& s : shapes) {
-    const int64_t aElems = s.m * s.k, bElems = s.k * s.n, cElems = s.m * s.n;
+    const int64_t aElems = s.batch * s.m * s.k, bElems = s.batch * s.k * s.n,
+                  cElems = s.batch * s.m * s.n;
     std::vector<float> af(static_cast<size_t>(aElems)), bf(static_cast<size_t>(bElems)),
         cf(static_cast<size_t>(cElems));
     for (auto& x : af) x = dist(rng);
@@ -163,8 +171,12 @@ int main(int argc, char** argv) {
     std::vector<uint16_t> ah(af.size()), bh(bf.size()), ch(cf.size());
     for (size_t i = 0; i < af.size(); ++i) ah[i] = floatToBF16(af[i]);
     for (size_t i = 0; i < bf.size(); ++i) bh[i] = floatToBF16(bf[i]);
-    const GemmDesc dh = GemmDesc::contiguous(DType::bf16, s.m, s.n, s.k, s.ta, s.tb);
-    const GemmDesc df = GemmDesc::contiguous(DType::f32, s.m, s.n, s.k, s.ta, s.tb);
+    GemmDesc dh = GemmDesc::contiguous(DType::bf16, s.m, s.n, s.k, s.ta, s.tb);
+    GemmDesc df = GemmDesc::contiguous(DType::f32, s.m, s.n, s.k, s.ta, s.tb);
+    if (s.batch > 1) {
+      dh.addBatch(s.batch);
+      df.addBatch(s.batch);
+    }
     const GemmEngine& f32 = GemmEngine::host(DType::f32);
     auto withPath = [&](Bf16GemmPath p) {
       return [&, p] {
@@ -178,12 +190,13 @@ int main(int argc, char** argv) {
       wid.push_back(timeCall(withPath(Bf16GemmPath::Widen), minMs));
       f.push_back(timeCall([&] { f32.run(df, af.data(), bf.data(), cf.data(), &pool); }, minMs));
     }
-    const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k) / 1e9;
+    const double flops = 2.0 * static_cast<double>(s.batch * s.m * s.n * s.k) / 1e9;
     const double gn = flops / median(nat), gw = flops / median(wid), gf = flops / median(f);
     logSumWiden += std::log(gn / gw);
     logSumF32 += std::log(gn / gf);
     fmt::print("{:<26} {:>12.1f} {:>12.1f} {:>12.1f} {:>10.2f} {:>10.2f} {:>8.0f}%\n",
-               fmt::format("{}x{}x{}{}{}", s.m, s.n, s.k, s.ta ? " A^T" : "", s.tb ? " B^T" : ""),
+               fmt::format("{}{}x{}x{}{}{}", s.batch > 1 ? fmt::format("{} x ", s.batch) : "", s.m,
+                           s.n, s.k, s.ta ? " A^T" : "", s.tb ? " B^T" : ""),
                gn, gw, gf, gn / gw, gn / gf, 100 * gn / peak);
   }
   setBf16GemmPath(Bf16GemmPath::Native);

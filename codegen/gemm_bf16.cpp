@@ -1,6 +1,7 @@
 #include "codegen/gemm_bf16.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <stdexcept>
 #include <vector>
@@ -15,6 +16,10 @@ namespace {
 // A batch is widened whole when each operand's span is at most this many elements (16 MiB
 // of f32); larger products go tile by tile.
 constexpr int64_t kWholeBatchElems = int64_t{1} << 22;
+// Batch items of fewer FLOPs run whole on one thread each in the AVX512-BF16 path (a 64 x 64
+// x 64 attention head is 0.5 MFLOP: split over threads, it paid two parallel regions for
+// a few microseconds of work).
+constexpr double kSmallItemFlops = 16e6;
 // Conversions below this many elements run on the calling thread; above it each thread's
 // chunk gets at least this many.
 constexpr int64_t kConvertGrain = int64_t{1} << 14;
@@ -108,18 +113,37 @@ class Bf16Gemm {
     const int64_t cSpan = span(d_.m, d_.n, d_.ldc, d_.batch, d_.strideC);
     // An empty contraction, or alpha = 0: C = beta * C, A and B not read (as the f32 engine).
     if (d_.k == 0 || d_.alpha == 0) return scaleOnly();
-    if (bf16GemmPath() == Bf16GemmPath::Native) {
-      forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) {
-        gemmBf16NativeItem(d_, a_ + oa, b_ + ob, c_ + oc, pool_);
-      });
-      return;
-    }
+    if (bf16GemmPath() == Bf16GemmPath::Native) return native();
     if (d_.batchCount() > 1 && std::max({aSpan, bSpan, cSpan}) <= kWholeBatchElems)
       return whole(aSpan, bSpan, cSpan);
     forEachItem(d_, [&](int64_t item, int64_t oa, int64_t ob, int64_t oc) { tiled(item, oa, ob, oc); });
   }
 
  private:
+  // The AVX512-BF16 kernel, item by item. Small items (attention-sized: a few tiles each)
+  // go to the threads whole, each on one thread (the kernel's own parallel loops then run
+  // inline); larger ones one after another, each over all threads.
+  void native() {
+    const int64_t items = d_.batchCount();
+    const double itemFlops = 2.0 * static_cast<double>(d_.m) * static_cast<double>(d_.n) *
+                             static_cast<double>(d_.k);
+    if (items > 1 && itemFlops < kSmallItemFlops) {
+      std::vector<std::array<int64_t, 3>> offsets;
+      offsets.reserve(static_cast<size_t>(items));
+      forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { offsets.push_back({oa, ob, oc}); });
+      pool_.parallelForDynamic(items, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const auto& o = offsets[static_cast<size_t>(i)];
+          gemmBf16NativeItem(d_, a_ + o[0], b_ + o[1], c_ + o[2], pool_);
+        }
+      });
+      return;
+    }
+    forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) {
+      gemmBf16NativeItem(d_, a_ + oa, b_ + ob, c_ + oc, pool_);
+    });
+  }
+
   // An empty contraction: C = beta * C.
   void scaleOnly() {
     forEachItem(d_, [&](int64_t, int64_t, int64_t, int64_t oc) {
