@@ -124,24 +124,21 @@ class Bf16Gemm {
   // go to the threads whole, each on one thread (the kernel's own parallel loops then run
   // inline); larger ones one after another, each over all threads.
   void native() {
-    const int64_t items = d_.batchCount();
+    std::vector<std::array<int64_t, 3>> items;  // each item's offsets into A, B, C
+    forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { items.push_back({oa, ob, oc}); });
+    auto run = [&](int64_t i) {
+      const auto& o = items[static_cast<size_t>(i)];
+      gemmBf16NativeItem(d_, a_ + o[0], b_ + o[1], c_ + o[2], pool_);
+    };
     const double itemFlops = 2.0 * static_cast<double>(d_.m) * static_cast<double>(d_.n) *
                              static_cast<double>(d_.k);
-    if (items > 1 && itemFlops < kSmallItemFlops) {
-      std::vector<std::array<int64_t, 3>> offsets;
-      offsets.reserve(static_cast<size_t>(items));
-      forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { offsets.push_back({oa, ob, oc}); });
-      pool_.parallelForDynamic(items, 1, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const auto& o = offsets[static_cast<size_t>(i)];
-          gemmBf16NativeItem(d_, a_ + o[0], b_ + o[1], c_ + o[2], pool_);
-        }
+    const auto count = static_cast<int64_t>(items.size());
+    if (count > 1 && itemFlops < kSmallItemFlops)
+      pool_.parallelForDynamic(count, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) run(i);
       });
-      return;
-    }
-    forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) {
-      gemmBf16NativeItem(d_, a_ + oa, b_ + ob, c_ + oc, pool_);
-    });
+    else
+      for (int64_t i = 0; i < count; ++i) run(i);
   }
 
   // An empty contraction: C = beta * C.
