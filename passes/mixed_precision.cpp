@@ -22,7 +22,9 @@
 // Matmuls of other dtypes (f64 for gradcheck, bf16 already) are left alone: it is idempotent.
 #include "passes/mixed_precision.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -106,6 +108,80 @@ int mergeCasts(Graph& g) {
     ++removed;
   }
   return removed;
+}
+
+namespace {
+
+bool isSplatZero(const Value* v) {
+  auto c = splatValue(v);
+  return c && *c == 0.0;
+}
+
+// The bf16 cast among v's users, or nullptr.
+Value* bf16CastOf(const Value* v, const std::unordered_map<const Value*, std::vector<Node*>>& users) {
+  auto it = users.find(v);
+  if (it == users.end()) return nullptr;
+  for (Node* u : it->second)
+    if (isCastTo(u, DType::bf16)) return u->result();
+  return nullptr;
+}
+
+}  // namespace
+
+int narrowReluGradients(Graph& g) {
+  int rewritten = 0;
+  Rewriter rw(g);
+  // 1. gt(y, 0) -> gt(r, 0) with r the bf16 copy of y or of relu(y).
+  {
+    const auto users = g.computeUsers();
+    std::unordered_map<const Node*, size_t> pos;
+    for (size_t i = 0; i < g.nodes().size(); ++i) pos[g.nodes()[i].get()] = i;
+    for (Node* n : nodeSnapshot(g)) {
+      if (n->op() != OpKind::Gt || !isSplatZero(n->operand(1))) continue;
+      const Value* y = n->operand(0);
+      if (y->type().dtype != DType::f32) continue;
+      Value* r = bf16CastOf(y, users);
+      if (!r)
+        if (auto it = users.find(y); it != users.end())
+          for (const Node* u : it->second)
+            if (u->op() == OpKind::Relu && !r) r = bf16CastOf(u->result(), users);
+      if (!r || pos.at(r->def()) > pos.at(n)) continue;
+      Node* zero = g.add(OpKind::Constant, {}, {{"value", std::vector<double>{0.0}}},
+                         {n->result()->name() + ".zero"}, {TensorType{DType::bf16, {}}});
+      g.moveBefore(zero, n);
+      rw.replaceWithNew(n, OpKind::Gt, {r, zero->result()}, {});
+      ++rewritten;
+    }
+  }
+  // 2. where(m, cast(x, f32), 0) -> cast(where(m, x, 0), f32) for a bf16 x: exact, and the
+  //    cast to bf16 the gradient's matmuls read becomes cast(cast(w, f32), bf16) = w.
+  std::set<Node*> widened;
+  for (Node* n : nodeSnapshot(g)) {
+    if (n->op() != OpKind::Where || !isSplatZero(n->operand(2))) continue;
+    Node* wide = n->operand(1)->def();
+    if (!isCastTo(wide, DType::f32) || wide->operand(0)->type().dtype != DType::bf16 ||
+        n->operand(2)->type().rank() != 0)
+      continue;
+    const std::string name = n->result()->name();
+    Node* zero = g.add(OpKind::Constant, {}, {{"value", std::vector<double>{0.0}}},
+                       {name + ".zero"}, {TensorType{DType::bf16, {}}});
+    Node* low = g.add(OpKind::Where, {n->operand(0), wide->operand(0), zero->result()}, {},
+                      {name + ".bf16"});
+    g.moveBefore(zero, n);
+    g.moveBefore(low, n);
+    rw.replaceWithNew(n, OpKind::Cast, {low->result()}, {{"dtype", DType::f32}});
+    widened.insert(wide);
+    ++rewritten;
+  }
+  if (rewritten) mergeCasts(g);
+  // The widening casts the wheres read, when nothing else does (not a whole DCE: in a
+  // training step the gradients are not outputs yet).
+  const auto users = g.computeUsers();
+  for (Node* n : widened)
+    if (!users.count(n->result()) &&
+        std::find(g.outputs().begin(), g.outputs().end(), n->result()) == g.outputs().end())
+      g.erase(n);
+  return rewritten;
 }
 
 bool runMixedPrecision(Graph& g, PassContext&) { return autocastMatmuls(g, false) > 0; }

@@ -36,6 +36,7 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   std::vector<Value*> grads = appendGradients(g, loss, params);
   if (cfg.precision == DType::bf16) mergeCasts(g);
   runGradientFusions(g);  // rewrites the backward autodiff emitted (fuse-ffn)
+  if (cfg.precision == DType::bf16) narrowReluGradients(g);  // fuse-ffn's tests too
   Builder b(g);
   DType ft = loss->type().dtype;
   auto c = [&](double v, const char* name = "c") { return b.scalar(ft, v, name); };

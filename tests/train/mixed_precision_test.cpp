@@ -5,14 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
 
 #include "frontend/frontend.h"
+#include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "passes/autodiff.h"
 #include "passes/fusion.h"
+#include "passes/mixed_precision.h"
 #include "passes/train_step.h"
 #include "runtime/executable.h"
 #include "tests/runtime/exec_test_util.h"
@@ -88,7 +91,9 @@ double relativeL2(const std::vector<double>& x, const std::vector<double>& ref) 
 }  // namespace
 
 // bf16 only where the matmuls are: their operands' casts, the products, the weight gradients'
-// sums over the batch (one contraction with the product on every backend) and views; the
+// sums over the batch (one contraction with the product on every backend), views, and the
+// ReLU gradients between two matmuls' gradients (narrowReluGradients: a test of the bf16 copy
+// of the ReLU's output against a bf16 zero, and a where of the bf16 gradient); the
 // parameters, every output (the new f32 master weights and moments), layer_norm, softmax,
 // the fused attention and cross-entropy and the optimizer stay f32; a weight is cast once (and
 // maybe recomputed once for the backward).
@@ -108,8 +113,10 @@ TEST(MixedPrecision, OnlyTheMatmulsAreBf16) {
     EXPECT_GT(count(*bf16.graph, OpKind::FusedAttention, DType::f32), 0);
   }
 
-  const std::set<OpKind> bf16Ops{OpKind::Cast, OpKind::MatMul, OpKind::ReduceSum, OpKind::Reshape,
-                                 OpKind::Transpose};
+  const std::set<OpKind> bf16Ops{OpKind::Cast,      OpKind::MatMul, OpKind::ReduceSum,
+                                 OpKind::Reshape,   OpKind::Transpose, OpKind::Gt,
+                                 OpKind::Where,     OpKind::Constant};
+  int reluTests = 0;
   std::map<const Value*, int> weightCasts;
   for (const auto& n : bf16.graph->nodes()) {
     bool touches = n->numResults() == 1 && n->result()->type().dtype == DType::bf16;
@@ -121,7 +128,14 @@ TEST(MixedPrecision, OnlyTheMatmulsAreBf16) {
     }
     if (n->op() == OpKind::Cast && n->operand(0)->def()->op() == OpKind::Input)
       ++weightCasts[n->operand(0)];
+    if (n->op() == OpKind::Gt) {  // relu(y) > 0 read from the bf16 copy the matmul keeps
+      EXPECT_TRUE(n->operand(0)->def()->op() == OpKind::Cast &&
+                  n->operand(0)->def()->operand(0)->def()->op() == OpKind::Relu)
+          << describeNode(*n);
+      ++reluTests;
+    }
   }
+  EXPECT_EQ(reluTests, 4);  // one per FFN: 2 encoder and 2 decoder layers
   EXPECT_GT(weightCasts.size(), 20u);
   // Once for the forward, and once more where passes/rematerialize.cpp recomputes the cast
   // for the backward instead of keeping the bf16 copy alive in between.
@@ -205,4 +219,94 @@ TEST(MixedPrecision, Bf16TrainingFollowsF32) {
   EXPECT_LT(a.back(), 0.5 * a.front());
   EXPECT_LT(b.back(), 0.5 * b.front());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 0.05 * a.front()) << "step " << i + 1;
+}
+
+namespace {
+
+// The tiny Transformer's loss and gradients in bf16 as buildTrainStep makes them, up to
+// (not including) narrowReluGradients.
+std::unique_ptr<Graph> tinyBf16Gradients(double ffnDropout) {
+  ModelOptions o;
+  o.preset = "tiny";
+  o.sets = {{"src_vocab", std::to_string(kVocab)}, {"tgt_vocab", std::to_string(kVocab)},
+            {"ffn_dropout", std::to_string(ffnDropout)}};
+  o.dims = {{"B", 3}, {"S", 5}, {"T", 4}};
+  CompiledModel m = compileModelFile(std::string(TGC_SOURCE_DIR) + "/models/transformer.tg", o);
+  Graph& g = *m.graph;
+  runForwardFusions(g);
+  autocastMatmuls(g, /*castPerUse=*/true);
+  Value* loss = g.outputs()[m.loss_output];
+  std::vector<Value*> outs{loss};
+  for (Value* gr : appendGradients(g, loss, trainableParameters(g))) outs.push_back(gr);
+  g.setOutputs(outs);
+  mergeCasts(g);
+  runGradientFusions(g);
+  return std::move(m.graph);
+}
+
+bool bitEqual(const Tensor& a, const Tensor& b) {
+  return a.type() == b.type() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+// narrowReluGradients against the graph it rewrites, in the interpreter: the loss and every
+// gradient bit for bit, with and without dropout inside the FFN (with it, fuse-ffn's test
+// reads the dropout's output, and that is what is narrowed). Each FFN's test then reads a
+// bf16 copy, and no f32 test or f32 ReLU gradient is left.
+TEST(MixedPrecision, NarrowedReluGradientsAreBitIdentical) {
+  for (double ffnDropout : {0.0, 0.1}) {
+    SCOPED_TRACE(ffnDropout);
+    const std::unique_ptr<Graph> plain = tinyBf16Gradients(ffnDropout);
+    std::unique_ptr<Graph> narrow = plain->clone();
+    EXPECT_EQ(narrowReluGradients(*narrow), ffnDropout > 0 ? 4 : 8);  // tests, + wheres
+    EXPECT_EQ(narrowReluGradients(*narrow), 0);
+    int tests = 0;
+    for (const auto& n : narrow->nodes()) {
+      if (n->op() != OpKind::Gt) continue;
+      EXPECT_EQ(n->operand(0)->type().dtype, DType::bf16) << describeNode(*n);
+      ++tests;
+    }
+    EXPECT_EQ(tests, 4);
+
+    const auto in = tgc::testing::transformerInputs(*plain, 11, kVocab);
+    const auto want = Interpreter().run(*plain, in);
+    const auto got = Interpreter().run(*narrow, in);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(bitEqual(got[i], want[i])) << plain->outputs()[i]->name();
+  }
+}
+
+// The one documented difference: an f32 ReLU input in (0, 2^-134] has a bf16 copy of 0, so
+// its gradient is 0 (as at 0) instead of passing through. 2^-133, the smallest bf16, and
+// every ordinary value pass as before.
+TEST(MixedPrecision, NarrowedReluTestAtTheBf16Underflow) {
+  auto build = [](bool narrowed) {
+    auto g = std::make_unique<Graph>();
+    Builder b(*g);
+    Value* x = b.input("x", TensorType{DType::f32, {1, 4}}, "param");
+    Value* w = b.input("w", TensorType{DType::f32, {4, 2}}, "param");
+    Value* loss = b.reduce(OpKind::ReduceSum, b.matmul(b.relu(x), w), {0, 1});
+    autocastMatmuls(*g, true);
+    std::vector<Value*> grads = appendGradients(*g, loss, {x});
+    g->setOutputs({loss, grads[0]});
+    mergeCasts(*g);
+    if (narrowed) {
+      EXPECT_EQ(narrowReluGradients(*g), 2);
+    }
+    return g;
+  };
+  Tensor x(TensorType{DType::f32, {1, 4}}), w(TensorType{DType::f32, {4, 2}});
+  const double values[4] = {std::ldexp(1.0, -140), std::ldexp(1.0, -133), 0.5, -0.5};
+  for (int i = 0; i < 4; ++i) x.setF(i, values[i]);
+  for (int i = 0; i < 8; ++i) w.setF(i, 0.25 * (i + 1));
+  const std::map<std::string, Tensor> in{{"x", x}, {"w", w}};
+  const auto before = Interpreter().run(*build(false), in);
+  const auto after = Interpreter().run(*build(true), in);
+  EXPECT_EQ(before[1].getF(0), 0.25 + 0.5);  // dx = the row of w, where x > 0
+  EXPECT_EQ(after[1].getF(0), 0.0);          // 2^-140 rounds to a bf16 0
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(after[1].getF(i), before[1].getF(i)) << i;
+  EXPECT_EQ(after[1].getF(1), 0.75 + 1.0);
+  EXPECT_EQ(after[1].getF(3), 0.0);
 }
