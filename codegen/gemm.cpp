@@ -66,7 +66,6 @@ void GemmDesc::validate() const {
   auto bad = [](const std::string& why) { throw std::invalid_argument("gemm: " + why); };
   if (dtype != DType::f32 && dtype != DType::f64)
     bad(fmt::format("dtype {} is not supported (f32 or f64)", dtypeName(dtype)));
-  if (bF32) bad("bF32 (an f32 B rounded to bf16) is for bf16 GEMMs only");
   if (m < 0 || n < 0 || k < 0) bad(fmt::format("negative size m={} n={} k={}", m, n, k));
   const int64_t minLda = std::max<int64_t>(1, transA ? m : k);
   const int64_t minLdb = std::max<int64_t>(1, transB ? k : n);

@@ -66,10 +66,6 @@ struct GemmDesc {
   // dW = x^T dY). They are summed while B is packed, where each element of B passes
   // exactly once, in an order that does not depend on the threads. A single product only.
   bool sumB = false;
-  // bf16 GEMMs only (codegen/gemm_bf16.h): B is stored as f32 (ldb and strideB in f32
-  // elements) and rounded to bf16, nearest even, as it is read: the product of a cast of B,
-  // without the cast's pass over memory (a weight's f32 master copy read directly).
-  bool bF32 = false;
 
   // Contiguous row-major operands: lda/ldb/ldc set from the shapes.
   static GemmDesc contiguous(DType dtype, int64_t m, int64_t n, int64_t k, bool transA = false,

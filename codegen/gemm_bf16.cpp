@@ -42,12 +42,6 @@ struct Narrow {
 };
 constexpr Narrow narrow;
 
-// An f32 rounded to the nearest bf16, as f32: what widen(narrow(x)) gives.
-struct RoundToBf16 {
-  float operator()(float f) const { return widen(narrow(f)); }
-};
-constexpr RoundToBf16 roundToBf16;
-
 // dst[r * dstLd + c] = f(src[r * ld + c]) for the rows x cols block, rows split over threads.
 template <class From, class To, class F>
 void convertBlock(const From* src, int64_t ld, int64_t rows, int64_t cols, To* dst,
@@ -109,7 +103,7 @@ std::vector<float>& scratch(size_t elems) {
 
 class Bf16Gemm {
  public:
-  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c, ThreadPool& pool)
+  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c, ThreadPool& pool)
       : d_(d), a_(a), b_(b), c_(c), pool_(pool), engine_(GemmEngine::host(DType::f32)) {}
 
   void run() {
@@ -134,7 +128,7 @@ class Bf16Gemm {
     forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { items.push_back({oa, ob, oc}); });
     auto run = [&](int64_t i) {
       const auto& o = items[static_cast<size_t>(i)];
-      gemmBf16NativeItem(d_, a_ + o[0], bAt(o[1]), c_ + o[2], pool_);
+      gemmBf16NativeItem(d_, a_ + o[0], b_ + o[1], c_ + o[2], pool_);
     };
     const double itemFlops = 2.0 * static_cast<double>(d_.m) * static_cast<double>(d_.n) *
                              static_cast<double>(d_.k);
@@ -165,12 +159,10 @@ class Bf16Gemm {
     float* bs = as + aSpan;
     float* cs = bs + bSpan;
     convertFlat(a_, aSpan, as, widen, pool_);
-    if (d_.bF32) convertFlat(static_cast<const float*>(b_), bSpan, bs, roundToBf16, pool_);
-    else convertFlat(static_cast<const uint16_t*>(b_), bSpan, bs, widen, pool_);
+    convertFlat(b_, bSpan, bs, widen, pool_);
     if (d_.beta != 0) convertFlat(c_, cSpan, cs, widen, pool_);
     GemmDesc f = d_;
     f.dtype = DType::f32;
-    f.bF32 = false;  // B is widened (rounded) above
     engine_.run(f, as, bs, cs, &pool_);
     forEachItem(d_, [&](int64_t, int64_t, int64_t, int64_t oc) {
       convertBlock(cs + oc, d_.ldc, d_.m, d_.n, c_ + oc, d_.ldc, narrow, pool_);
@@ -203,8 +195,8 @@ class Bf16Gemm {
             aKey_ = ka;
           }
           if (Key kb2{item, c0, k0}; kb2 != bKey_) {
-            if (d_.transB) convertB(ob + c0 * d_.ldb + k0, nb, kb, bs, kb);
-            else convertB(ob + k0 * d_.ldb + c0, kb, nb, bs, nb);
+            if (d_.transB) convertBlock(b_ + ob + c0 * d_.ldb + k0, d_.ldb, nb, kb, bs, kb, widen, pool_);
+            else convertBlock(b_ + ob + k0 * d_.ldb + c0, d_.ldb, kb, nb, bs, nb, widen, pool_);
             bKey_ = kb2;
           }
           engine_.run(f, as, bs, cs, &pool_);
@@ -214,19 +206,6 @@ class Bf16Gemm {
     }
   }
 
-  // B's element at offset `off` (in its own dtype's elements).
-  const void* bAt(int64_t off) const {
-    return d_.bF32 ? static_cast<const void*>(static_cast<const float*>(b_) + off)
-                   : static_cast<const void*>(static_cast<const uint16_t*>(b_) + off);
-  }
-  // A rows x cols block of B from offset `off`, as f32 values of bf16s.
-  void convertB(int64_t off, int64_t rows, int64_t cols, float* dst, int64_t dstLd) {
-    if (d_.bF32)
-      convertBlock(static_cast<const float*>(b_) + off, d_.ldb, rows, cols, dst, dstLd, roundToBf16, pool_);
-    else
-      convertBlock(static_cast<const uint16_t*>(b_) + off, d_.ldb, rows, cols, dst, dstLd, widen, pool_);
-  }
-
   struct Key {
     int64_t item = -1, outer = -1, k0 = -1;
     bool operator==(const Key&) const = default;
@@ -234,7 +213,7 @@ class Bf16Gemm {
 
   const GemmDesc& d_;
   const uint16_t* a_;
-  const void* b_;  // bf16, or f32 with bF32
+  const uint16_t* b_;
   uint16_t* c_;
   ThreadPool& pool_;
   const GemmEngine& engine_;
@@ -270,14 +249,13 @@ void validateGemmBf16(const GemmDesc& desc) {
     throw std::invalid_argument("gemm bf16: sumB is not supported (f32 and f64 only)");
   GemmDesc f = desc;
   f.dtype = DType::f32;
-  f.bF32 = false;
   f.validate();
 }
 
 void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool) {
   validateGemmBf16(desc);
-  Bf16Gemm(desc, static_cast<const uint16_t*>(a), b, static_cast<uint16_t*>(c),
-           pool ? *pool : ThreadPool::global())
+  Bf16Gemm(desc, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+           static_cast<uint16_t*>(c), pool ? *pool : ThreadPool::global())
       .run();
 }
 

@@ -48,8 +48,7 @@ Bf16GemmPath bf16GemmPath();
 void setBf16GemmPath(Bf16GemmPath path);
 bool bf16GemmHasNative();
 
-// C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above;
-// with desc.bF32, B is f32 and rounded to bf16 as it is read (packed, or widened in blocks).
+// C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above.
 // `pool` defaults to ThreadPool::global().
 void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c,
               ThreadPool* pool = nullptr);

@@ -41,35 +41,6 @@ namespace {
 // A pairs and 24 VDPBF16PS.
 constexpr int64_t kMR = 12, kNR = 32;
 
-// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
-TGC_BF16_INLINE __m256i narrow16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
-
-// 32 consecutive halves of a row, the lanes past mask m zero: bf16 as stored, or an f32 row
-// rounded to bf16 as a cast would (B with GemmDesc::bF32).
-TGC_BF16_INLINE __m512i halves32(const uint16_t* p, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p); }
-TGC_BF16_INLINE __m512i halves32(const float* p, __mmask32 m) {
-  const __m256i lo = narrow16(_mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p));
-  const __m256i hi = narrow16(_mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), p + 16));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-TGC_BF16_INLINE uint16_t half(const uint16_t* p) { return *p; }
-TGC_BF16_INLINE uint16_t half(const float* p) {
-  return static_cast<uint16_t>(_mm256_extract_epi16(narrow16(_mm512_maskz_loadu_ps(1, p)), 0));
-}
-// The mask of the first n <= 32 lanes.
-TGC_BF16_INLINE __mmask32 firstLanes(int64_t n) {
-  return n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1;
-}
-
 // out[c] = column c of the 16 x 16 words in r (row i = r[i]): unpacks of 32- and 64-bit
 // pairs inside the 128-bit lanes, then a 4 x 4 transpose of the lanes.
 TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
@@ -101,16 +72,15 @@ TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
 }
 
 // t[c] = the words p0 + c (c < cnt; the rest 0) of rows i < rows (the rest 0) of a matrix
-// of words whose row i starts at base + i * ld halves (elements, for an f32 matrix rounded
-// to bf16 pairs): 16 pairs of up to 16 rows, as 16 vectors of up to 16 rows each.
-template <class T>
-TGC_BF16_INLINE void wordsTransposed(const T* base, int64_t ld, int64_t rows, int64_t p0,
+// of words whose row i starts at base + i * ld halves: 16 pairs of up to 16 rows, as 16
+// vectors of up to 16 rows each.
+TGC_BF16_INLINE void wordsTransposed(const uint16_t* base, int64_t ld, int64_t rows, int64_t p0,
                                      int64_t cnt, __m512i t[16]) {
-  const __mmask32 m = firstLanes(2 * cnt);
+  const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
   __m512i r[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i)
-    r[i] = i < rows ? halves32(base + i * ld + 2 * p0, m) : _mm512_setzero_si512();
+    r[i] = i < rows ? _mm512_maskz_loadu_epi32(m, base + i * ld + 2 * p0) : _mm512_setzero_si512();
   transpose16(r, t);
 }
 
@@ -156,9 +126,8 @@ TGC_BF16 void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int
 // Packed B: sliver s (columns s*NR ..) is kp * 2NR halves; half p * 2NR + 2j + h holds
 // B(2p + h, s*NR + j), so one 64-byte load is the pairs of 16 columns. Columns past n and
 // the k past K are zeros.
-template <class T>
-TGC_BF16 void packBSlivers(const GemmDesc& d, const T* b, int64_t kp, int64_t s0, int64_t s1,
-                           uint16_t* bp) {
+TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int64_t s0,
+                           int64_t s1, uint16_t* bp) {
   // Interleaves two rows of 32 halves: lo gets columns 0-15, hi 16-31.
   alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
                                                    37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
@@ -171,11 +140,12 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const T* b, int64_t kp, int64_t s0
     uint16_t* out = bp + s * kp * 2 * kNR;
     const int64_t j0 = s * kNR, cols = std::min(kNR, d.n - j0);
     if (!d.transB) {  // B(k, j) = b[k * ldb + j]: rows 2p and 2p + 1, interleaved
-      const __mmask32 m = firstLanes(cols);
+      const __mmask32 m = cols == kNR ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
       for (int64_t p = 0; p < kp; ++p) {
-        const T* r0 = b + 2 * p * d.ldb + j0;
-        const __m512i x = halves32(r0, m);
-        const __m512i y = 2 * p + 1 < d.k ? halves32(r0 + d.ldb, m) : _mm512_setzero_si512();
+        const uint16_t* r0 = b + 2 * p * d.ldb + j0;
+        const __m512i x = _mm512_maskz_loadu_epi16(m, r0);
+        const __m512i y = 2 * p + 1 < d.k ? _mm512_maskz_loadu_epi16(m, r0 + d.ldb)
+                                          : _mm512_setzero_si512();
         _mm512_storeu_si512(out + p * 2 * kNR, _mm512_permutex2var_epi16(x, lo, y));
         _mm512_storeu_si512(out + p * 2 * kNR + kNR, _mm512_permutex2var_epi16(x, hi, y));
       }
@@ -194,10 +164,22 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const T* b, int64_t kp, int64_t s0
         }
         if (d.k % 2)
           for (int64_t j = 0; j < 16; ++j)
-            w[pairs * kNR + h + j] = j < hc ? half(b + (j0 + h + j) * d.ldb + d.k - 1) : 0u;
+            w[pairs * kNR + h + j] = j < hc ? b[(j0 + h + j) * d.ldb + d.k - 1] : 0u;
       }
     }
   }
+}
+
+// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
+TGC_BF16_INLINE __m256i narrow16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
 // C (rows x cols of the tile, at c) = alpha * Ap Bp + beta * C over kp pairs.
@@ -249,7 +231,7 @@ std::vector<uint32_t>& packBuffer(int which) {
 
 }  // namespace
 
-void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c,
+void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c,
                         ThreadPool& pool) {
   const int64_t kp = (d.k + 1) / 2;
   const int64_t slA = (d.m + kMR - 1) / kMR, slB = (d.n + kNR - 1) / kNR;
@@ -262,9 +244,7 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uin
   // Both operands packed in one parallel pass: A's slivers, then B's.
   pool.parallelForDynamic(slA + slB, 4, [&](int64_t s0, int64_t s1) {
     if (s0 < slA) packASlivers(d, a, kp, s0, std::min(s1, slA), ap);
-    if (s1 <= slA) return;
-    if (d.bF32) packBSlivers(d, static_cast<const float*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp);
-    else packBSlivers(d, static_cast<const uint16_t*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp);
+    if (s1 > slA) packBSlivers(d, b, kp, std::max(s0, slA) - slA, s1 - slA, bp);
   });
   // Blocks of up to 8 x 8 slivers (96 rows x 256 columns: one B sliver serves 8 A slivers
   // while it is in L1 or, past K = 512, in L2), halved while there are fewer than 16 blocks per thread: with 4, 1024 x 256 x
@@ -294,7 +274,7 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uin
 
 bool cpuHasAvx512Bf16() { return false; }
 
-void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const void*, uint16_t*, ThreadPool&) {
+void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const uint16_t*, uint16_t*, ThreadPool&) {
   throw std::logic_error("the AVX512-BF16 GEMM runs on x86-64 only");
 }
 

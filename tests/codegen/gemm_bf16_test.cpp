@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <bit>
 #include <limits>
 #include <cmath>
 #include <random>
@@ -216,56 +215,6 @@ TEST_P(GemmBf16, NaNAndInfinityPropagate) {
     }
 }
 
-// GemmDesc::bF32: an f32 B rounded to bf16 as it is read gives C bit for bit as the same
-// GEMM of B's bf16 cast (floatToBF16: nearest even, NaN quiet). B's values carry low bits
-// that round up, down and to even at exact ties, plus an infinity and a NaN; every
-// transpose, the tile edges and odd K, a padded ldb (in f32 elements), and batches (widened
-// whole, with B broadcast, and tile by tile).
-TEST_P(GemmBf16, F32BIsRoundedAsItIsRead) {
-  ThreadPool pool(2);
-  auto run = [&](GemmDesc d) {
-    SCOPED_TRACE(::testing::Message() << "m=" << d.m << " n=" << d.n << " k=" << d.k << " tA="
-                                      << d.transA << " tB=" << d.transB << " batch=" << d.batch.size());
-    const auto a = randomBf16(static_cast<size_t>(extent(d, d.transA ? d.k : d.m, d.lda, d.strideA)), 6);
-    const size_t bn = static_cast<size_t>(extent(d, d.transB ? d.n : d.k, d.ldb, d.strideB));
-    std::mt19937 rng(7);
-    std::vector<float> b(bn);
-    for (size_t i = 0; i < bn; ++i) {
-      const uint32_t hi = floatToBF16(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
-      const uint32_t lo = i % 3 == 0 ? 0x8000u : static_cast<uint32_t>(rng()) & 0xFFFFu;  // ties
-      b[i] = std::bit_cast<float>(hi << 16 | lo);
-    }
-    b[bn / 2] = std::numeric_limits<float>::infinity();
-    b[bn / 3] = std::nanf("");
-    std::vector<uint16_t> bh(bn);
-    for (size_t i = 0; i < bn; ++i) bh[i] = floatToBF16(b[i]);
-    const size_t cn = static_cast<size_t>(extent(d, d.m, d.ldc, d.strideC));
-    std::vector<uint16_t> want(cn, 0), got(cn, 0);
-    gemmBf16(d, a.data(), bh.data(), want.data(), &pool);
-    d.bF32 = true;
-    gemmBf16(d, a.data(), b.data(), got.data(), &pool);
-    int bad = 0;
-    for (size_t i = 0; i < cn; ++i) {
-      const bool same = got[i] == want[i] || (std::isnan(bf16ToFloat(got[i])) && std::isnan(bf16ToFloat(want[i])));
-      if (!same && bad++ < 5) ADD_FAILURE() << "C[" << i << "] = " << got[i] << ", want " << want[i];
-    }
-  };
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {13, 33, 5}, {25, 520, 255}, {40, 70, 64}}) {
-        run(GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb));
-        GemmDesc padded = GemmDesc::contiguous(DType::bf16, m, n, k, ta, tb);
-        padded.ldb += 3;
-        run(padded);
-      }
-  GemmDesc heads = GemmDesc::contiguous(DType::bf16, 16, 16, 8, false, true);
-  heads.addBatch(3).addBatch(2, false, true);
-  run(heads);
-  GemmDesc big = GemmDesc::contiguous(DType::bf16, 1100, 8, 1000);
-  big.addBatch(2, true, false);
-  run(big);
-}
-
 INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16,
                          ::testing::Values(Bf16GemmPath::Native, Bf16GemmPath::Widen),
                          [](const ::testing::TestParamInfo<Bf16GemmPath>& p) {
@@ -280,9 +229,6 @@ TEST(GemmBf16Api, RejectsWhatItDoesNotRun) {
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
   d.lda = 1;
   EXPECT_THROW(validateGemmBf16(d), std::invalid_argument);
-  GemmDesc f = GemmDesc::contiguous(DType::f32, 2, 2, 2);
-  f.bF32 = true;  // rounding B to bf16 is the bf16 GEMM's
-  EXPECT_THROW(f.validate(), std::invalid_argument);
 }
 
 }  // namespace
