@@ -23,6 +23,7 @@
 #include "passes/mixed_precision.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -112,9 +113,10 @@ int mergeCasts(Graph& g) {
 
 namespace {
 
+// +0 in every element (a where's -0 fill would differ in its sign in bf16 as written here).
 bool isSplatZero(const Value* v) {
   auto c = splatValue(v);
-  return c && *c == 0.0;
+  return c && *c == 0.0 && !std::signbit(*c);
 }
 
 // The bf16 cast among v's users, or nullptr.
@@ -139,7 +141,7 @@ int narrowReluGradients(Graph& g) {
     for (Node* n : nodeSnapshot(g)) {
       if (n->op() != OpKind::Gt || !isSplatZero(n->operand(1))) continue;
       const Value* y = n->operand(0);
-      if (y->type().dtype != DType::f32) continue;
+      if (y->type().dtype != DType::f32 || n->result()->type().shape != y->type().shape) continue;
       Value* r = bf16CastOf(y, users);
       if (!r)
         if (auto it = users.find(y); it != users.end())
@@ -173,7 +175,6 @@ int narrowReluGradients(Graph& g) {
     widened.insert(wide);
     ++rewritten;
   }
-  if (rewritten) mergeCasts(g);
   // The widening casts the wheres read, when nothing else does (not a whole DCE: in a
   // training step the gradients are not outputs yet).
   const auto users = g.computeUsers();
@@ -181,6 +182,7 @@ int narrowReluGradients(Graph& g) {
     if (!users.count(n->result()) &&
         std::find(g.outputs().begin(), g.outputs().end(), n->result()) == g.outputs().end())
       g.erase(n);
+  if (rewritten) mergeCasts(g);
   return rewritten;
 }
 
