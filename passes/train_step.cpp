@@ -36,7 +36,17 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   std::vector<Value*> grads = appendGradients(g, loss, params);
   if (cfg.precision == DType::bf16) mergeCasts(g);
   runGradientFusions(g);  // rewrites the backward autodiff emitted (fuse-ffn)
-  if (cfg.precision == DType::bf16) narrowReluGradients(g);  // fuse-ffn's tests too
+  if (cfg.precision == DType::bf16) {
+    // fuse-ffn's tests too. It replaces nodes, a gradient among them when a ReLU reads a
+    // parameter: the gradients are outputs meanwhile, so that they follow the rewrite.
+    const std::vector<Value*> outs = g.outputs();
+    std::vector<Value*> all = outs;
+    all.insert(all.end(), grads.begin(), grads.end());
+    g.setOutputs(all);
+    narrowReluGradients(g);
+    grads.assign(g.outputs().begin() + static_cast<std::ptrdiff_t>(outs.size()), g.outputs().end());
+    g.setOutputs(outs);
+  }
   Builder b(g);
   DType ft = loss->type().dtype;
   auto c = [&](double v, const char* name = "c") { return b.scalar(ft, v, name); };

@@ -310,3 +310,42 @@ TEST(MixedPrecision, NarrowedReluTestAtTheBf16Underflow) {
   EXPECT_EQ(after[1].getF(1), 0.75 + 1.0);
   EXPECT_EQ(after[1].getF(3), 0.0);
 }
+
+// A ReLU that reads a parameter: its gradient is the ReLU gradient narrowReluGradients
+// replaces, so buildTrainStep must follow the rewrite (a dangling gradient was a crash or
+// garbage). The bf16 step's update of W matches the f32 step's to bf16 accuracy.
+TEST(MixedPrecision, ReluOfAParameterTrains) {
+  auto step = [](DType precision) {
+    auto g = std::make_unique<Graph>();
+    Builder b(*g);
+    Value* x = b.input("x", TensorType{DType::f32, {2, 3}});
+    Value* w = b.input("w", TensorType{DType::f32, {3, 4}}, "param");
+    g->setOutputs({b.reduce(OpKind::ReduceSum, b.matmul(x, b.relu(w)), {0, 1})});
+    OptimizerConfig cfg;
+    cfg.schedule = "constant";
+    cfg.lr = 0.1;
+    cfg.precision = precision;
+    buildTrainStep(*g, cfg);
+    return g;
+  };
+  Tensor x(TensorType{DType::f32, {2, 3}}), w(TensorType{DType::f32, {3, 4}});
+  for (int i = 0; i < 6; ++i) x.setF(i, 0.5 + 0.25 * i);
+  for (int i = 0; i < 12; ++i) w.setF(i, (i % 3 == 0 ? -1.0 : 1.0) * 0.125 * (i + 1));
+  std::map<std::string, Tensor> in{{"x", x}, {"w", w}, {"step", scalarI64(1)}};
+  in.emplace("adam.m.w", Tensor(w.type()));
+  in.emplace("adam.v.w", Tensor(w.type()));
+  std::map<DType, Tensor> newW;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const auto g = step(dt);
+    const auto out = Interpreter().run(*g, in);
+    for (size_t i = 0; i < g->outputs().size(); ++i)
+      if (g->outputs()[i]->name() == "new.w") newW.emplace(dt, out[i]);
+  }
+  ASSERT_EQ(newW.size(), 2u);
+  for (int i = 0; i < 12; ++i) {
+    const double moved = newW.at(DType::f32).getF(i) - w.getF(i);
+    EXPECT_NEAR(newW.at(DType::bf16).getF(i) - w.getF(i), moved, 1e-2 * std::abs(moved) + 1e-6) << i;
+    // Adam's first step moves every weight with a gradient by lr; the negative ones have none.
+    EXPECT_NEAR(std::abs(moved), i % 3 == 0 ? 0.0 : 0.1, 1e-3) << i;
+  }
+}
