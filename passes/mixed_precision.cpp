@@ -133,21 +133,35 @@ Value* bf16CastOf(const Value* v, const std::unordered_map<const Value*, std::ve
 int narrowReluGradients(Graph& g) {
   int rewritten = 0;
   Rewriter rw(g);
-  // 1. gt(y, 0) -> gt(r, 0) with r the bf16 copy of y or of relu(y).
+  // 1. gt(y, 0) -> gt(r, 0) with r the bf16 copy of y or of relu(y), for tests that only
+  //    select gradients (every user a where(test, g, +0)): a forward mask keeps its f32 test.
+  //    Matched first, rewritten after, so that no erased test is looked at.
   {
     const auto users = g.computeUsers();
     std::unordered_map<const Node*, size_t> pos;
     for (size_t i = 0; i < g.nodes().size(); ++i) pos[g.nodes()[i].get()] = i;
+    auto selectsOnly = [&](const Value* test) {
+      auto it = users.find(test);
+      return it != users.end() && std::all_of(it->second.begin(), it->second.end(), [&](const Node* u) {
+               return u->op() == OpKind::Where && u->operand(0) == test && u->operand(1) != test &&
+                      isSplatZero(u->operand(2));
+             });
+    };
+    std::vector<std::pair<Node*, Value*>> tests;  // (gt, its bf16 operand)
     for (Node* n : nodeSnapshot(g)) {
       if (n->op() != OpKind::Gt || !isSplatZero(n->operand(1))) continue;
       const Value* y = n->operand(0);
-      if (y->type().dtype != DType::f32 || n->result()->type().shape != y->type().shape) continue;
+      if (y->type().dtype != DType::f32 || n->result()->type().shape != y->type().shape ||
+          !selectsOnly(n->result()))
+        continue;
       Value* r = bf16CastOf(y, users);
       if (!r)
         if (auto it = users.find(y); it != users.end())
           for (const Node* u : it->second)
             if (u->op() == OpKind::Relu && !r) r = bf16CastOf(u->result(), users);
-      if (!r || pos.at(r->def()) > pos.at(n)) continue;
+      if (r && pos.at(r->def()) < pos.at(n)) tests.emplace_back(n, r);
+    }
+    for (auto [n, r] : tests) {
       Node* zero = g.add(OpKind::Constant, {}, {{"value", std::vector<double>{0.0}}},
                          {n->result()->name() + ".zero"}, {TensorType{DType::bf16, {}}});
       g.moveBefore(zero, n);

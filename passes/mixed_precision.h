@@ -18,8 +18,9 @@ int autocastMatmuls(Graph& g, bool castPerUse);
 int mergeCasts(Graph& g);
 
 // After mergeCasts: the ReLU gradients of a bf16 step read the bf16 copies the matmuls keep
-// and run in bf16. The test gt(y, 0) becomes gt(r, 0) with r the bf16 copy of y or of
-// relu(y) (the ReLU's f32 input is no longer saved for the backward: 8 MiB a layer on base),
+// and run in bf16. A test gt(y, 0) that only selects gradients (every user a where(test, g,
+// 0)) becomes gt(r, 0) with r the bf16 copy of y or of relu(y) (the ReLU's f32 input is no
+// longer saved for the backward: 8 MiB a layer on base),
 // and where(m, cast(x, f32), 0) of a bf16 gradient x becomes cast(where(m, x, 0), f32), so
 // the bf16 cast the weight gradients' matmuls read is the where itself. Exact except that an
 // f32 y in (0, 2^-134] rounds to a bf16 0: there the gradient is 0, as at y = 0 (the native

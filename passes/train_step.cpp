@@ -37,15 +37,18 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   if (cfg.precision == DType::bf16) mergeCasts(g);
   runGradientFusions(g);  // rewrites the backward autodiff emitted (fuse-ffn)
   if (cfg.precision == DType::bf16) {
-    // fuse-ffn's tests too. It replaces nodes, a gradient among them when a ReLU reads a
-    // parameter: the gradients are outputs meanwhile, so that they follow the rewrite.
-    const std::vector<Value*> outs = g.outputs();
-    std::vector<Value*> all = outs;
+    // fuse-ffn's tests too. It replaces nodes, a gradient or an output among them (a ReLU
+    // of a parameter, a metric output that is a where): the gradients are outputs
+    // meanwhile, and both are read back from the graph, so that they follow the rewrite.
+    const auto kept = static_cast<std::ptrdiff_t>(g.outputs().size());
+    std::vector<Value*> all = g.outputs();
     all.insert(all.end(), grads.begin(), grads.end());
     g.setOutputs(all);
     narrowReluGradients(g);
-    grads.assign(g.outputs().begin() + static_cast<std::ptrdiff_t>(outs.size()), g.outputs().end());
-    g.setOutputs(outs);
+    all = g.outputs();
+    grads.assign(all.begin() + kept, all.end());
+    g.setOutputs(std::vector<Value*>(all.begin(), all.begin() + kept));
+    loss = g.outputs()[0];
   }
   Builder b(g);
   DType ft = loss->type().dtype;
