@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/gemm.h"
+#include "codegen/gemm_scratch.h"
 #include "runtime/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -222,10 +223,11 @@ TGC_BF16 void tile(int64_t kp, const uint32_t* ap, const uint16_t* bp, uint16_t*
 }
 
 // The calling thread's packing buffers, grown to the largest call and kept (outside the
-// executable's arena, as the widening path's scratch): the largest product's A and B in
-// bf16, padded to whole slivers (12 rows, 32 columns: up to 32x B when n is 1).
-std::vector<uint32_t>& packBuffer(int which) {
-  thread_local std::vector<uint32_t> bufs[2];
+// executable's arena, as the f32 GEMM's, on 2 MiB pages from 1 MiB up): the largest
+// product's A and B in bf16, padded to whole slivers (12 rows, 32 columns: up to 32x B when
+// n is 1).
+Scratch& packBuffer(int which) {
+  thread_local Scratch bufs[2];
   return bufs[which];
 }
 
@@ -235,12 +237,8 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b,
                         ThreadPool& pool) {
   const int64_t kp = (d.k + 1) / 2;
   const int64_t slA = (d.m + kMR - 1) / kMR, slB = (d.n + kNR - 1) / kNR;
-  std::vector<uint32_t>& bufA = packBuffer(0);
-  std::vector<uint32_t>& bufB = packBuffer(1);
-  bufA.resize(std::max<size_t>(bufA.size(), static_cast<size_t>(slA * kp * kMR)));
-  bufB.resize(std::max<size_t>(bufB.size(), static_cast<size_t>(slB * kp * kNR)));
-  uint32_t* ap = bufA.data();
-  uint16_t* bp = reinterpret_cast<uint16_t*>(bufB.data());
+  uint32_t* ap = packBuffer(0).get<uint32_t>(slA * kp * kMR);
+  uint16_t* bp = packBuffer(1).get<uint16_t>(slB * kp * 2 * kNR);
   // Both operands packed in one parallel pass: A's slivers, then B's.
   pool.parallelForDynamic(slA + slB, 4, [&](int64_t s0, int64_t s1) {
     if (s0 < slA) packASlivers(d, a, kp, s0, std::min(s1, slA), ap);

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "ir/env_flag.h"
+#include "ir/huge_pages.h"
 
 namespace tgc::codegen {
 
@@ -30,7 +31,7 @@ class Scratch {
       // Buffers of a megabyte and more (packed B panels, up to 8 MiB) on 2 MiB pages: in
       // 4 KiB pages an 8 MiB panel alone needs 2048 translations, all of Zen 3's L2 TLB
       // (1024x8000x256 on one thread: 76-82 -> 80-88 GFLOP/s).
-      static const bool noHuge = envFlag("TGC_NO_GEMM_HUGE_PAGES");  // for A/B runs
+      static const bool noHuge = envFlag("TGC_NO_GEMM_HUGE_PAGES") || !hugePagesEnabled();  // A/B runs
       const bool huge = bytes >= (size_t{1} << 20) && !noHuge;
       const size_t align = huge ? kHugePage : 4096;
       size_ = (bytes + align - 1) / align * align;

@@ -2,13 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/huge_pages.h"
 
 namespace tgc {
 
@@ -49,11 +52,19 @@ class Tensor {
  private:
   struct alignas(64) Block { unsigned char b[64]; };
   // Default-initializes on resize (leaves the bytes as they are) instead of value-
-  // initializing (zeroing) them: the constructors decide whether to fill.
+  // initializing (zeroing) them: the constructors decide whether to fill. Large storage
+  // goes on 2 MiB pages (ir/huge_pages.h).
   template <class T>
   struct NoFillAllocator : std::allocator<T> {
     template <class U>
     struct rebind { using other = NoFillAllocator<U>; };
+    T* allocate(size_t n) {
+      if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+      void* p = allocateLarge(n * sizeof(T));
+      if (!p) throw std::bad_alloc();
+      return static_cast<T*>(p);
+    }
+    void deallocate(T* p, size_t) noexcept { std::free(p); }
     template <class U>
     void construct(U* p) { ::new (static_cast<void*>(p)) U; }
     template <class U, class... Args>

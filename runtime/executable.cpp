@@ -20,6 +20,7 @@
 #include "codegen/library.h"
 #include "codegen/llvm_emitter.h"
 #include "ir/env_flag.h"
+#include "ir/huge_pages.h"
 #include "passes/fusion.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/graph_walk.h"
@@ -701,7 +702,7 @@ void Executable::Impl::plan() {
   stats.peakLiveBytes = mp.peakLiveBytes;
   void* mem = nullptr;
   if (mp.arenaBytes > 0) {
-    mem = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(mp.arenaBytes));
+    mem = allocateLarge(static_cast<size_t>(mp.arenaBytes));  // on 2 MiB pages (ir/huge_pages.h)
     if (!mem)
       throw std::runtime_error(fmt::format("cannot allocate an arena of {} bytes", mp.arenaBytes));
   }
