@@ -7,8 +7,6 @@
 #include <cstdlib>
 #include <new>
 
-#include <sys/mman.h>
-
 #include "ir/env_flag.h"
 #include "ir/huge_pages.h"
 
@@ -17,7 +15,6 @@ namespace tgc::codegen {
 // A 64-byte aligned buffer that grows on demand (its contents are not kept when it grows).
 class Scratch {
  public:
-  static constexpr size_t kHugePage = size_t{2} << 20;
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -28,21 +25,19 @@ class Scratch {
     size_t bytes = static_cast<size_t>(elements) * sizeof(T);
     if (bytes > size_) {
       std::free(p_);
-      // Buffers of a megabyte and more (packed B panels, up to 8 MiB) on 2 MiB pages: in
-      // 4 KiB pages an 8 MiB panel alone needs 2048 translations, all of Zen 3's L2 TLB
-      // (1024x8000x256 on one thread: 76-82 -> 80-88 GFLOP/s).
-      static const bool noHuge = envFlag("TGC_NO_GEMM_HUGE_PAGES") || !hugePagesEnabled();  // A/B runs
+      // Buffers of a megabyte and more (packed B panels, up to 8 MiB) on 2 MiB pages, their
+      // size rounded up to whole pages: in 4 KiB pages an 8 MiB panel alone needs 2048
+      // translations, all of Zen 3's L2 TLB (1024x8000x256 on one thread: 76-82 -> 80-88
+      // GFLOP/s).
+      static const bool noHuge = envFlag("TGC_NO_GEMM_HUGE_PAGES");  // A/B runs
       const bool huge = bytes >= (size_t{1} << 20) && !noHuge;
-      const size_t align = huge ? kHugePage : 4096;
+      const size_t align = huge ? kHugePageBytes : 4096;
       size_ = (bytes + align - 1) / align * align;
-      p_ = std::aligned_alloc(huge ? kHugePage : 64, size_);
+      p_ = allocateLarge(size_, huge && hugePagesEnabled());
       if (!p_) {
         size_ = 0;
         throw std::bad_alloc();
       }
-#if defined(MADV_HUGEPAGE)
-      if (huge) madvise(p_, size_, MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages
-#endif
     }
     return static_cast<T*>(p_);
   }

@@ -13,8 +13,8 @@ bool hugePagesEnabled() {
   return enabled;
 }
 
-void* allocateLarge(size_t bytes) {
-  const bool huge = bytes >= kHugePageBytes && hugePagesEnabled();
+void* allocateLarge(size_t bytes, bool hugePages) {
+  const bool huge = hugePages && bytes >= kHugePageBytes;
   void* p = nullptr;
   if (posix_memalign(&p, huge ? kHugePageBytes : 64, bytes == 0 ? 64 : bytes) != 0) return nullptr;
 #if defined(MADV_HUGEPAGE)

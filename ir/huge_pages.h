@@ -19,9 +19,9 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 bool hugePagesEnabled();
 
 // At least `bytes` of memory, 64-byte aligned, released with std::free; nullptr when out of
-// memory. From 2 MiB up it is 2 MiB aligned and its whole 2 MiB stretches are marked
-// MADV_HUGEPAGE (the tail stays in 4 KiB pages, so no page is touched that the buffer does
-// not use: the resident size is the same).
-void* allocateLarge(size_t bytes);
+// memory. With `huge`, from 2 MiB up it is 2 MiB aligned and its whole 2 MiB stretches are
+// marked MADV_HUGEPAGE (the tail stays in 4 KiB pages, so no page is touched that the buffer
+// does not use: the resident size is the same).
+void* allocateLarge(size_t bytes, bool huge = hugePagesEnabled());
 
 }  // namespace tgc
