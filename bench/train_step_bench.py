@@ -30,7 +30,10 @@ For each preset (tiny, small, base) and shape BxL (batch B, source and target le
 Work per step (second table): FLOPs = the matmuls' (`tgc compile --stats`) + fused
 attention's (forward 2*B*H*Lq*Lk*(dk+dv), backward twice that; no recompute counted), the
 same model work for all three; GFLOP/s of each and its fraction of the FMA peak (measured by
-bench/gemm_bench, or --peak); launches per step: tgc's (generated kernels + GEMMs + library
+bench/gemm_bench, or --peak); floor: the least tgc/eager ratio the machine allows, with
+every matmul at the matmul peak (the FMA peak; in bf16 the VDPBF16PS peak that
+bench/gemm_bf16_bench measures), attention at the FMA peak and nothing else taking time;
+launches per step: tgc's (generated kernels + GEMMs + library
 kernels), PyTorch eager's ATen kernels (ops dispatched in one step, views excluded) and
 torch.compile's (generated kernels + extern calls of the compiled graphs that ran in one
 step, read from inductor's wrapper code).
@@ -219,18 +222,30 @@ def attention_flops(tir):
     return total
 
 
-def measure_peak(gemm_bench, clock):
-    """The all-threads FMA peak (GFLOP/s) bench/gemm_bench measures first; stops it there."""
-    cmd = [gemm_bench, "--threads", str(threads()), "--clock", clock, "--shapes", "quick",
-           "--runs", "1", "--min-ms", "1"]
+def first_figure(cmd, pattern):
+    """The first number `pattern` matches in cmd's output; stops cmd there (None if none)."""
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True) as proc:
         for line in proc.stdout:
-            m = re.search(r"measured FMA peak.*, ([\d.]+) GFLOP/s on \d+ threads", line)
+            m = re.search(pattern, line)
             if m:
                 proc.terminate()
                 return float(m.group(1))
     return None
+
+
+def measure_peak(gemm_bench, clock):
+    """The all-threads FMA peak (GFLOP/s) bench/gemm_bench measures first."""
+    return first_figure([gemm_bench, "--threads", str(threads()), "--clock", clock, "--shapes",
+                         "quick", "--runs", "1", "--min-ms", "1"],
+                        r"measured FMA peak.*, ([\d.]+) GFLOP/s on \d+ threads")
+
+
+def measure_bf16_peak(gemm_bf16_bench):
+    """The all-threads VDPBF16PS peak (GFLOP/s) bench/gemm_bf16_bench measures first; None on a
+    CPU without AVX512-BF16 (it exits 2)."""
+    return first_figure([gemm_bf16_bench, "--threads", str(threads()), "--runs", "1",
+                         "--min-ms", "1"], r"measured VDPBF16PS peak ([\d.]+) GFLOP/s")
 
 
 # ---- PyTorch (worker process) ----------------------------------------------------------------
@@ -482,6 +497,13 @@ def main():
         peak, peak_from = (measure_peak(gb, args.clock), gb) if os.path.exists(gb) else (None, gb)
     print(f"FMA peak: {f'{peak:.1f} GFLOP/s' if peak else 'unknown'} on {threads()} threads "
           f"({'from ' + peak_from if peak else 'no ' + peak_from + '; build it or pass --peak'})")
+    # The matmuls' peak, for the floor column: the f32 FMA peak, or in bf16 the VDPBF16PS one.
+    matmul_peak = peak
+    if PRECISION == "bf16":
+        bb = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.tgc))), "bench",
+                          "gemm_bf16_bench")
+        matmul_peak = measure_bf16_peak(bb) if os.path.exists(bb) else None
+        print(f"bf16 matmul peak: {f'{matmul_peak:.1f} GFLOP/s (VDPBF16PS, from {bb})' if matmul_peak else f'unknown (no {bb}, or no AVX512-BF16)'}")
     tc = "compile" if compiled else None
     header = (f"{'preset':6} {'BxL':6} | {'tgc ms':>8} {'torch ms':>9} {'tgc/torch':>9} "
               f"{'compile ms':>10} {'tgc/compile':>11} | {'graph s':>7} {'cold s':>7} "
@@ -554,18 +576,31 @@ def main():
                                     ratio=ratio if p else None,
                                     compile=c if c_ok else None,
                                     compile_error=c["error"] if c and not c_ok else None))
-    print_work(results, peak)
+    print_work(results, peak, matmul_peak)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": threads(), "clock": args.clock, "steps": args.steps,
                        "rounds": args.rounds,
-                       "peak_gflops": peak, "configurations": results}, f, indent=1)
+                       "peak_gflops": peak, "matmul_peak_gflops": matmul_peak,
+                       "configurations": results}, f, indent=1)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
 
-def print_work(results, peak):
-    """The second table: FLOPs, achieved GFLOP/s (and of the peak), launches per step."""
+def floor_ratio(tgc_fig, eager_fig, peak, matmul_peak):
+    """The least tgc/eager time ratio this machine allows: the step's matmuls all at
+    matmul_peak and its attention FLOPs at the f32 peak, nothing else costing any time, over
+    eager's median. None when a figure is missing."""
+    if not (eager_fig and peak and matmul_peak):
+        return None
+    attn = tgc_fig["flops"] - tgc_fig["matmul_flops"]
+    best_s = (tgc_fig["matmul_flops"] / matmul_peak + attn / peak) / 1e9
+    return best_s / eager_fig["median_s"]
+
+
+def print_work(results, peak, matmul_peak):
+    """The second table: FLOPs, achieved GFLOP/s (and of the peak), the floor of tgc/eager,
+    launches per step."""
     def rate(flops, fig):
         if not fig:
             return f"{'-':>7} {'-':>5} "
@@ -573,20 +608,25 @@ def print_work(results, peak):
         return f"{g:7.1f} {f'{100 * g / peak:4.0f}%' if peak else '-':>5} "
 
     print("\nwork per step: GFLOP = matmuls (tgc compile --stats) + fused attention (model "
-          "FLOPs, same for all); GFLOP/s and % of the FMA peak;\nlaunches: tgc = generated "
+          "FLOPs, same for all); GFLOP/s and % of the FMA peak;\nfloor = the least tgc/eager "
+          "ratio this machine allows: every matmul at the matmul peak, attention at the FMA "
+          "peak, nothing else taking any time;\nlaunches: tgc = generated "
           "kernels + GEMMs + library kernels, eager = ATen kernels dispatched (views excluded), "
           "compile = generated + extern kernels of the graphs run")
     header = (f"{'preset':6} {'BxL':6} | {'GFLOP':>7} {'attn':>6} | {'tgc':>7} {'%pk':>5} "
-              f"{'eager':>7} {'%pk':>5} {'compile':>7} {'%pk':>5} | {'tgc launches':>22} "
-              f"{'eager':>6} {'compile':>7}")
+              f"{'eager':>7} {'%pk':>5} {'compile':>7} {'%pk':>5} | {'floor':>5} | "
+              f"{'tgc launches':>22} {'eager':>6} {'compile':>7}")
     print(header)
     print("-" * len(header))
     for r in results:
         t, p, c = r["tgc"], r["eager"], r["compile"]
         attn = t["flops"] - t["matmul_flops"]
         n, gen, gemm, lib = t["launches"]
+        floor = floor_ratio(t, p, peak, matmul_peak)
+        r["floor"] = floor
         row = (f"{r['preset']:6} {r['shape']:6} | {t['flops'] / 1e9:7.2f} {attn / 1e9:6.2f} | "
                + rate(t["flops"], t) + rate(t["flops"], p) + rate(t["flops"], c)
+               + f"| {f'{floor:.2f}' if floor else '-':>5} "
                + f"| {f'{n} ({gen}+{gemm}+{lib})':>22} "
                + f"{p['launches'] if p else '-':>6} "
                + f"{(c['launches'] or '?') if c else '-':>7}")
