@@ -7,7 +7,7 @@ n = {k: 0 for k in cats}
 total = None
 tr = re.compile(r"_attn_(q|k|v)(_remat)?$|merge_heads|_attn_(q|k|v)_transpose|transpose")
 for line in sys.stdin:
-    m = re.match(r"tgc run: profile over \d+ runs: ([\d.]+) ms per run", line)
+    m = re.match(r"tgc run: profile over \d+ runs?[^:]*: ([\d.]+) ms per run", line)
     if m: total = float(m.group(1)); continue
     m = re.match(r"\s+[\d.]+%\s+([\d.]+) ms\s+(\S+)", line)
     if not m: continue
