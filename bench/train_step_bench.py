@@ -503,7 +503,8 @@ def main():
         bb = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.tgc))), "bench",
                           "gemm_bf16_bench")
         matmul_peak = measure_bf16_peak(bb) if os.path.exists(bb) else None
-        print(f"bf16 matmul peak: {f'{matmul_peak:.1f} GFLOP/s (VDPBF16PS, from {bb})' if matmul_peak else f'unknown (no {bb}, or no AVX512-BF16)'}")
+        print("bf16 matmul peak: " + (f"{matmul_peak:.1f} GFLOP/s (VDPBF16PS, from {bb})"
+                                      if matmul_peak else f"unknown (no {bb}, or no AVX512-BF16)"))
     tc = "compile" if compiled else None
     header = (f"{'preset':6} {'BxL':6} | {'tgc ms':>8} {'torch ms':>9} {'tgc/torch':>9} "
               f"{'compile ms':>10} {'tgc/compile':>11} | {'graph s':>7} {'cold s':>7} "

@@ -386,7 +386,7 @@ class ProfileWindow {
 // thread's, and the other's while it helped: codegen/gemm_pair_share.h), marked "(pair)".
 // The pairs' idle share is a lower bound: an owner waiting for the helper's last block
 // counts as busy. afterFirst: the runs exclude the first (ProfileWindow); else there was
-// only the first, and the header says it includes the first touch of every buffer.
+// only the first, and the header says it includes the first-time costs.
 void printProfile(LaunchTimes launches, size_t shown, bool afterFirst) {
   double total = 0, gemm = 0, pairWall = 0, pairOwn = 0;
   int paired = 0;
@@ -410,8 +410,8 @@ void printProfile(LaunchTimes launches, size_t shown, bool afterFirst) {
              "kernels {:.1f}%{}\n",
              runs, runs == 1 ? "" : "s",
              afterFirst ? " after the first"
-                        : " (the first, with the page faults of every buffer's first touch; "
-                          "--repeat 2 or more leaves it out)",
+                        : " (the first, which pays first-time costs such as the page faults of "
+                          "every new buffer; --repeat 2 or more leaves it out)",
              runs ? total / static_cast<double>(runs) * 1e3 : 0.0,
              total > 0 ? 100 * gemm / total : 0.0, total > 0 ? 100 * (total - gemm) / total : 0.0,
              paired ? fmt::format("; pairs: {} launches ran side by side (each listed with the "
