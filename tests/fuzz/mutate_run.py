@@ -6,6 +6,7 @@ safetensors).
   python3 tests/fuzz/mutate_run.py --tgc build/tools/tgc model --count 300 --seed 1
   python3 tests/fuzz/mutate_run.py --tgc build/tools/tgc ir --count 300 --seed 1
   python3 tests/fuzz/mutate_run.py --tgc build/tools/tgc ir --count 300 --precision bf16
+  python3 tests/fuzz/mutate_run.py --tgc build/tools/tgc config --count 100 --seed 1
   python3 tests/fuzz/mutate_run.py --tgc build/tools/tgc checkpoint --count 40 --seed 1
 
 model       models/transformer.tg with 1-3 random edits (a deletion, an inserted token, a
@@ -21,6 +22,11 @@ ir          the tiny training step's graph IR (`tgc compile --train`, B=2, S=T=4
             backends also disagree in float64 (--f64) and the interpreter's own f32 and f64
             results agree on it; others hang on rounding (Adam dividing by a gradient that is
             zero in exact arithmetic) and are listed, not failed.
+config      random configurations of models/transformer.tg (--set: sizes from 1, heads,
+            activation, dropouts, biases, tied output, label smoothing; --dim: batch and
+            lengths from 1; fp32 or bf16), each training step compiled, run on both backends
+            with ids from 0 (the padding id: padded and wholly padded rows) and compared as
+            for `ir`. The command of a kept case is in its .cmd file.
 checkpoint  the checkpoint of a 30-step run, truncated, with header bytes changed, with NaNs
             written into its data, or with bytes inserted, through `tgc train --resume`. Each
             must exit 0 or 1, never crash or hang.
@@ -107,19 +113,21 @@ def differing(a_path, b_path):
     return out
 
 
-def run_both(args, path, suffix, extra):
+IR_INPUTS = ["--random-inputs", "1", "--int-range", "1,8"]
+
+
+def run_both(args, path, suffix, extra, inputs=IR_INPUTS):
     """Runs path on the interpreter and the cpu backend; their exit statuses by backend."""
     status = {}
     for backend in ("interp", "cpu"):
-        status[backend], err = run([args.tgc, "run", path, "--backend", backend, *extra,
-                                    "--random-inputs", "1", "--int-range", "1,8", "-o",
-                                    f"{path}.{backend}{suffix}.safetensors"])
+        status[backend], err = run([args.tgc, "run", path, "--backend", backend, *extra, *inputs,
+                                    "-o", f"{path}.{backend}{suffix}.safetensors"])
         if status[backend] not in (0, 1):
             status[backend] = f"{status[backend]}: {err.strip()[-300:]}"
     return status
 
 
-def compare(args, path):
+def compare(args, path, inputs=IR_INPUTS):
     """(failure or None, note or None) for a mutant both backends ran in f32. A tensor that
     differs fails only when the backends also disagree in float64 (--f64) and the
     interpreter's own f32 and f64 results agree on it: an output that hangs on rounding
@@ -128,7 +136,7 @@ def compare(args, path):
     f32 = differing(f"{path}.interp.safetensors", f"{path}.cpu.safetensors")
     if not f32:
         return None, None
-    status = run_both(args, path, ".f64", ["--f64"])
+    status = run_both(args, path, ".f64", ["--f64"], inputs)
     if status != {"interp": 0, "cpu": 0}:
         return f"--f64: exit {status}", None
     f64 = differing(f"{path}.interp.f64.safetensors", f"{path}.cpu.f64.safetensors")
@@ -187,6 +195,66 @@ def fuzz_ir(args, rng, work):
     return failures
 
 
+def fuzz_config(args, rng, work):
+    """Random configurations of the Transformer (--set) and shapes (--dim), each training
+    step compiled and run on both backends and compared, as `ir` does."""
+    failures, compared, sensitive = [], 0, 0
+    for i in range(args.count):
+        d_model = rng.choice([4, 6, 8, 12, 16, 24, 32])
+        vocab = rng.choice([3, 5, 11, 40])
+        sets = {
+            "src_vocab": vocab, "tgt_vocab": rng.choice([vocab, 7, 29]), "d_model": d_model,
+            "heads": rng.choice([h for h in (1, 2, 3, 4) if d_model % h == 0]),
+            "d_ff": rng.choice([1, 3, 8, 20, 64]), "n_enc": rng.choice([1, 2, 3]),
+            "n_dec": rng.choice([1, 2]), "activation": rng.choice(["relu", "gelu"]),
+            "p_drop": rng.choice([0, 0.1, 0.5]), "attn_dropout": rng.choice([0, 0, 0.2]),
+            "ffn_dropout": rng.choice([0, 0, 0.3]), "use_bias": rng.choice(["true", "false"]),
+            "label_smoothing": rng.choice([0, 0.1, 0.9]),
+        }
+        if sets["tgt_vocab"] == sets["src_vocab"]:
+            sets["tie_output"] = rng.choice(["true", "false"])
+        dims = {"B": rng.choice([1, 2, 3]), "S": rng.choice([1, 2, 5, 9]), "T": rng.choice([1, 3, 7])}
+        precision = rng.choice(["fp32", "bf16"])
+        path = os.path.join(work, f"config{i}.tir")
+        cmd = [args.tgc, "compile", MODEL, "--train", "--precision", precision, "-o", path]
+        for k, v in sets.items():
+            cmd += ["--set", f"{k}={v}"]
+        for k, v in dims.items():
+            cmd += ["--dim", f"{k}={v}"]
+        rc, err = run(cmd)
+        if rc != 0:  # every configuration drawn here is valid
+            failures.append(f"{' '.join(cmd[1:])}: compile exit {rc}: {err.strip()[-300:]}")
+            continue
+        with open(path + ".cmd", "w") as f:
+            f.write(" ".join(cmd) + "\n")
+        # Ids from 0: the padding id, so rows with padded keys and wholly padded rows occur.
+        status = {}
+        for backend in ("interp", "cpu"):
+            status[backend], err = run([args.tgc, "run", path, "--backend", backend,
+                                        "--random-inputs", str(i), "--int-range", f"0,{min(sets['src_vocab'], sets['tgt_vocab'])}",
+                                        "-o", f"{path}.{backend}.safetensors"])
+        why = note = None
+        if status != {"interp": 0, "cpu": 0}:
+            why = f"exit {status}"
+        else:
+            compared += 1
+            why, note = compare(args, path, ["--random-inputs", str(i), "--int-range",
+                                             f"0,{min(sets['src_vocab'], sets['tgt_vocab'])}"])
+            if note:
+                print(f"{path}: {note}")
+                sensitive += 1
+        if why:
+            failures.append(f"{path} ({path}.cmd): {why}")
+        elif not note:
+            for f in (path, path + ".cmd", *(f"{path}.{b}{x}.safetensors" for b in ("interp", "cpu")
+                                              for x in ("", ".f64"))):
+                if os.path.exists(f):
+                    os.remove(f)
+    print(f"config: {compared} of {args.count} configurations compared "
+          f"({sensitive} of them rounding-sensitive)")
+    return failures
+
+
 def fuzz_checkpoint(args, rng, work):
     rc, err = run([args.tgc, "train", MODEL, "--preset", "tiny", "--steps", "30", "--valid-every",
                    "0", "--out", os.path.join(work, "run")])
@@ -225,7 +293,7 @@ def fuzz_checkpoint(args, rng, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=["model", "ir", "checkpoint"])
+    ap.add_argument("kind", choices=["model", "ir", "config", "checkpoint"])
     ap.add_argument("--tgc", default=os.path.join(REPO, "build", "tools", "tgc"))
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
@@ -237,7 +305,8 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix=f"tgc_fuzz_{args.kind}_")
     os.makedirs(work, exist_ok=True)
     rng = random.Random(args.seed)
-    failures = {"model": fuzz_model, "ir": fuzz_ir, "checkpoint": fuzz_checkpoint}[args.kind](
+    failures = {"model": fuzz_model, "ir": fuzz_ir, "config": fuzz_config,
+                "checkpoint": fuzz_checkpoint}[args.kind](
         args, rng, work)
     for f in failures:
         print("FAIL", f)
