@@ -180,6 +180,14 @@ def beyond_bf16_rounding(interp, cpu, fp32):
     return out
 
 
+def remove_case(path):
+    """Deletes a passing case: its graph and whatever the runs wrote next to it."""
+    for suffix in ("", ".cmd", ".fp32.tir", ".fp32.tir.safetensors",
+                   *(f".{b}{x}.safetensors" for b in ("interp", "cpu") for x in ("", ".f64"))):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+
+
 def fuzz_ir(args, rng, work):
     base = os.path.join(work, "tiny.tir")
     rc, err = run([args.tgc, "compile", MODEL, "--preset", "tiny", "--train", "--dim", "B=2",
@@ -217,10 +225,7 @@ def fuzz_ir(args, rng, work):
         if why:
             failures.append(f"{path}: {why}")
         elif not note:  # (rounding-sensitive cases stay, for a look)
-            for f in (path, *(f"{path}.{b}{x}.safetensors" for b in ("interp", "cpu")
-                               for x in ("", ".f64"))):
-                if os.path.exists(f):
-                    os.remove(f)
+            remove_case(path)
     print(f"ir: {compared} of {args.count} mutants ran on both backends and were compared "
           f"({sensitive} of them rounding-sensitive)")
     return failures
@@ -259,14 +264,10 @@ def fuzz_config(args, rng, work):
         with open(path + ".cmd", "w") as f:
             f.write(" ".join(cmd) + "\n")
         # Ids from 0: the padding id, so rows with padded keys and wholly padded rows occur.
-        status = {}
-        for backend in ("interp", "cpu"):
-            status[backend], err = run([args.tgc, "run", path, "--backend", backend,
-                                        "--random-inputs", str(i), "--int-range", f"0,{min(sets['src_vocab'], sets['tgt_vocab'])}",
-                                        "-o", f"{path}.{backend}.safetensors"])
-        why = note = None
         inputs = ["--random-inputs", str(i), "--int-range",
                   f"0,{min(sets['src_vocab'], sets['tgt_vocab'])}"]
+        status = run_both(args, path, "", [], inputs)
+        why = note = None
         if status != {"interp": 0, "cpu": 0}:
             why = f"exit {status}"
         else:
@@ -291,10 +292,7 @@ def fuzz_config(args, rng, work):
         if why:
             failures.append(f"{path} ({path}.cmd): {why}")
         elif not note:
-            for f in (path, path + ".cmd", *(f"{path}.{b}{x}.safetensors" for b in ("interp", "cpu")
-                                              for x in ("", ".f64"))):
-                if os.path.exists(f):
-                    os.remove(f)
+            remove_case(path)
     print(f"config: {compared} of {args.count} configurations compared "
           f"({sensitive} of them rounding-sensitive)")
     return failures
