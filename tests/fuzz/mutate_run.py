@@ -110,8 +110,9 @@ def differing(a_path, b_path):
             elif both.any():
                 d = np.abs(x - y)[both]
                 rel = d / np.maximum(1e-3, np.abs(x)[both])
-                if rel.max() > 2e-2 and d.max() > 1e-3:
-                    j = int(np.argmax(rel))
+                far = (rel > 2e-2) & (d > 1e-3)  # both, for one element
+                if far.any():
+                    j = int(np.argmax(np.where(far, rel, 0)))
                     out[name] = f"{x[both].ravel()[j]} against {y[both].ravel()[j]}"
     return out
 
