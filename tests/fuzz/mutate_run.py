@@ -47,6 +47,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(REPO, "models", "transformer.tg")
+MODELS = {"transformer": MODEL, "gpt": os.path.join(REPO, "models", "gpt.tg")}
 TIMEOUT = 120
 
 
@@ -232,28 +233,46 @@ def fuzz_ir(args, rng, work):
     return failures
 
 
+def transformer_config(rng, d_model, vocab, length):
+    """--set and --dim values of models/transformer.tg, and the smaller vocabulary."""
+    sets = {
+        "src_vocab": vocab, "tgt_vocab": rng.choice([vocab, 7, 29]), "d_model": d_model,
+        "heads": rng.choice([h for h in (1, 2, 3, 4) if d_model % h == 0]),
+        "d_ff": rng.choice([1, 3, 8, 20, 64]), "n_enc": rng.choice([1, 2, 3]),
+        "n_dec": rng.choice([1, 2]), "activation": rng.choice(["relu", "gelu"]),
+        "p_drop": rng.choice([0, 0.1, 0.5]), "attn_dropout": rng.choice([0, 0, 0.2]),
+        "ffn_dropout": rng.choice([0, 0, 0.3]), "use_bias": rng.choice(["true", "false"]),
+        "label_smoothing": rng.choice([0, 0.1, 0.9]),
+    }
+    if sets["tgt_vocab"] == sets["src_vocab"]:
+        sets["tie_output"] = rng.choice(["true", "false"])
+    dims = {"B": rng.choice([1, 2, 3]), "S": length(), "T": length()}
+    return sets, dims, min(sets["src_vocab"], sets["tgt_vocab"])
+
+
 def fuzz_config(args, rng, work):
-    """Random configurations of the Transformer (--set) and shapes (--dim), each training
-    step compiled and run on both backends and compared, as `ir` does."""
+    """Random configurations of a model (--set) and shapes (--dim), each training step
+    compiled and run on both backends and compared, as `ir` does."""
     failures, compared, sensitive = [], 0, 0
     for i in range(args.count):
         d_model = rng.choice([4, 6, 8, 12, 16, 24, 32])
         vocab = rng.choice([3, 5, 11, 40])
-        sets = {
-            "src_vocab": vocab, "tgt_vocab": rng.choice([vocab, 7, 29]), "d_model": d_model,
-            "heads": rng.choice([h for h in (1, 2, 3, 4) if d_model % h == 0]),
-            "d_ff": rng.choice([1, 3, 8, 20, 64]), "n_enc": rng.choice([1, 2, 3]),
-            "n_dec": rng.choice([1, 2]), "activation": rng.choice(["relu", "gelu"]),
-            "p_drop": rng.choice([0, 0.1, 0.5]), "attn_dropout": rng.choice([0, 0, 0.2]),
-            "ffn_dropout": rng.choice([0, 0, 0.3]), "use_bias": rng.choice(["true", "false"]),
-            "label_smoothing": rng.choice([0, 0.1, 0.9]),
-        }
-        if sets["tgt_vocab"] == sets["src_vocab"]:
-            sets["tie_output"] = rng.choice(["true", "false"])
-        dims = {"B": rng.choice([1, 2, 3]), "S": rng.choice([1, 2, 5, 9]), "T": rng.choice([1, 3, 7])}
+        # Lengths past 64 take the attention kernels' multi-block path (online softmax).
+        length = lambda: rng.choice([1, 2, 3, 5, 7, 9, 9, 65, 70])  # noqa: E731
+        if args.model == "gpt":  # decoder-only: a causal and a padding mask together
+            sets = {"vocab": vocab, "d_model": d_model,
+                    "heads": rng.choice([h for h in (1, 2, 3, 4) if d_model % h == 0]),
+                    "d_ff": rng.choice([1, 3, 8, 20, 64]), "n_layers": rng.choice([1, 2, 3]),
+                    "activation": rng.choice(["relu", "gelu"]),
+                    "p_drop": rng.choice([0, 0.1, 0.5]), "tie_output": rng.choice(["true", "false"])}
+            dims = {"B": rng.choice([1, 2, 3]), "T": length()}
+            vocab_min = vocab
+        else:
+            sets, dims, vocab_min = transformer_config(rng, d_model, vocab, length)
         precision = rng.choice(["fp32", "bf16"])
         path = os.path.join(work, f"config{i}.tir")
-        cmd = [args.tgc, "compile", MODEL, "--train", "--precision", precision, "-o", path]
+        cmd = [args.tgc, "compile", MODELS[args.model], "--train", "--precision", precision,
+               "-o", path]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         for k, v in dims.items():
@@ -265,8 +284,7 @@ def fuzz_config(args, rng, work):
         with open(path + ".cmd", "w") as f:
             f.write(" ".join(cmd) + "\n")
         # Ids from 0: the padding id, so rows with padded keys and wholly padded rows occur.
-        inputs = ["--random-inputs", str(i), "--int-range",
-                  f"0,{min(sets['src_vocab'], sets['tgt_vocab'])}"]
+        inputs = ["--random-inputs", str(i), "--int-range", f"0,{vocab_min}"]
         status = run_both(args, path, "", [], inputs)
         why = note = None
         if status != {"interp": 0, "cpu": 0}:
@@ -343,6 +361,8 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", help="folder for the cases (default: a new temporary one)")
+    ap.add_argument("--model", choices=sorted(MODELS), default="transformer",
+                    help="config: the model whose configurations are drawn")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="ir: the step's matmul precision (tgc compile --precision)")
     args = ap.parse_args()
