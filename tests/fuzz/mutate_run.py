@@ -22,9 +22,9 @@ ir          the tiny training step's graph IR (`tgc compile --train`, B=2, S=T=4
             backends also disagree in float64 (--f64) and the interpreter's own f32 and f64
             results agree on it; others hang on rounding (Adam dividing by a gradient that is
             zero in exact arithmetic) and are listed, not failed.
-config      random configurations of models/transformer.tg (--set: sizes from 1, heads,
-            activation, dropouts, biases, tied output, label smoothing; --dim: batch and
-            lengths from 1; fp32 or bf16), each training step compiled, run on both backends
+config      random configurations of models/transformer.tg, or with --model gpt of
+            models/gpt.tg (--set: sizes from 1, heads, activation, dropouts, biases, tied
+            output, label smoothing; --dim: batch, and lengths from 1 to 70; fp32 or bf16), each training step compiled, run on both backends
             with ids from 0 (the padding id: padded and wholly padded rows) and compared as
             for `ir`. The command of a kept case is in its .cmd file.
 checkpoint  the checkpoint of a 30-step run, truncated, with header bytes changed, with NaNs
