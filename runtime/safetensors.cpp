@@ -79,7 +79,12 @@ std::string jsonReason(const std::exception& e) {
     size_t close = w.find("] ");
     if (close != std::string_view::npos) w.remove_prefix(close + 2);
   }
-  return std::string(w);
+  // The parser quotes the bytes it stopped at; in a damaged file they may be anything, and
+  // an error message should not carry control bytes or broken UTF-8 to the terminal.
+  std::string out;
+  for (unsigned char ch : w)
+    out += ch >= 0x20 && ch < 0x7F ? std::string(1, static_cast<char>(ch)) : fmt::format("\\x{:02x}", ch);
+  return out;
 }
 
 // A JSON integer that fits in T and is >= 0, or nullopt.

@@ -148,8 +148,8 @@ void printSummary(train::Trainer& t, const train::TrainResult& r, const train::E
                  ok ? "" : fmt::format("   (expected: {})", split[i].tgtText));
     }
   }
-  fmt::print("checkpoint {}\nloss curve {}/loss.csv, {}/loss.svg\n", r.checkpoint, t.outDir(),
-             t.outDir());
+  fmt::print("checkpoint {}\nloss curve {}/loss.csv, {}/loss.svg\n",
+             r.checkpoint.empty() ? "none written" : r.checkpoint, t.outDir(), t.outDir());
 }
 
 int runTrain(TrainArgs& a) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,32 @@ std::string folderOf(const std::string& dir) {
   return fs::is_directory(sub) ? sub.string() : dir;
 }
 
+// The index of t's first NaN or infinity, or -1 (also for integer tensors).
+int64_t firstNonFinite(const Tensor& t);
+
+// "tensor 'X' holds inf at element i of n" for the first tensor with a NaN or an infinity,
+// or "".
+std::string nonFiniteTensor(const std::map<std::string, Tensor>& tensors) {
+  for (const auto& [name, t] : tensors)
+    if (const int64_t i = firstNonFinite(t); i >= 0)
+      return fmt::format("tensor '{}' holds {} at element {} of {}", name, t.getF(i), i, t.numel());
+  return {};
+}
+
+int64_t firstNonFinite(const Tensor& t) {
+  auto scan = [&](const auto* p) -> int64_t {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(p[i])) return i;
+    return -1;
+  };
+  if (t.dtype() == DType::f32) return scan(t.as<float>());
+  if (t.dtype() == DType::f64) return scan(t.as<double>());
+  if (!isFloat(t.dtype())) return -1;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.getF(i))) return i;
+  return -1;
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> evaluationParameters(const std::map<std::string, Tensor>& tensors) {
@@ -55,6 +82,8 @@ std::map<std::string, Tensor> evaluationParameters(const std::map<std::string, T
 std::map<std::string, Tensor> Checkpoint::parameters() const { return evaluationParameters(tensors); }
 
 void saveCheckpoint(const std::string& path, const Checkpoint& c) {
+  if (const std::string why = nonFiniteTensor(c.tensors); !why.empty())
+    throw CheckpointError(fmt::format("{}: error: not written: {}", path, why));
   TensorFile f;
   f.tensors = c.tensors;
   Tensor h(TensorType{DType::f64, {static_cast<int64_t>(c.history.size()), kHistoryCols}});
@@ -156,6 +185,9 @@ Checkpoint loadCheckpoint(const std::string& path) {
   if (static_cast<int64_t>(c.history.size()) != c.step)
     throw bad(fmt::format("the history has {} rows for step {}", c.history.size(), c.step));
   f.tensors.erase(it);
+  // Training never writes a NaN or an infinity into the parameters or the optimizer state
+  // (saveCheckpoint refuses): one there is damage, and resuming from it would train on NaN.
+  if (const std::string why = nonFiniteTensor(f.tensors); !why.empty()) throw bad(why);
   c.tensors = std::move(f.tensors);
   return c;
 }

@@ -64,9 +64,12 @@ struct Checkpoint {
   int64_t lengthCap() const { return maxTargetTokens > 0 ? maxTargetTokens * 3 / 2 + 2 : 0; }
 };
 
+// Throws CheckpointError and writes nothing when a tensor holds a NaN or an infinity
+// (training skips the steps whose gradients are not finite, so that is damage; a
+// checkpoint of it would replace, and in time prune, the good ones).
 void saveCheckpoint(const std::string& path, const Checkpoint& c);
 // Throws CheckpointError naming the file and the reason (not safetensors, truncated,
-// a corrupt header, missing or malformed entries).
+// a corrupt header, missing or malformed entries, a NaN or an infinity in a tensor).
 Checkpoint loadCheckpoint(const std::string& path);
 
 // Parameters out of a store's tensors (not adam.* moments), each replaced by its moving

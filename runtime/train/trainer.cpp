@@ -453,7 +453,14 @@ std::string Trainer::saveCheckpoint() {
   c.history = history_;
   c.valid = valid_;
   const std::string path = (fs::path(checkpointDir(outDir_)) / checkpointFileName(stepCount_)).string();
-  train::saveCheckpoint(path, c);
+  try {
+    train::saveCheckpoint(path, c);
+  } catch (const CheckpointError& e) {  // a NaN or an infinity in the state: keep the good ones
+    say(fmt::format("{}; {}", e.what(),
+                    lastCheckpoint_.empty() ? std::string("no checkpoint of this run was written")
+                                            : "the last checkpoint is " + lastCheckpoint_));
+    return {};
+  }
   pruneCheckpoints(outDir_, config_.keepCheckpoints);
   writeReports(outDir_, history_, valid_,
                fmt::format("{} — {}", fs::path(modelWithVocab_.path).filename().string(),
@@ -527,10 +534,9 @@ TrainResult Trainer::train(const StopRule& rule, const std::atomic<bool>* stop) 
       break;
     }
     if (config_.validEvery > 0 && stepCount_ % config_.validEvery == 0) validate();
-    if (config_.checkpointEvery > 0 && stepCount_ % config_.checkpointEvery == 0) {
-      const std::string path = saveCheckpoint();
-      say(fmt::format("checkpoint {}", path));
-    }
+    if (config_.checkpointEvery > 0 && stepCount_ % config_.checkpointEvery == 0)
+      if (const std::string path = saveCheckpoint(); !path.empty())
+        say(fmt::format("checkpoint {}", path));
     progress(r, rule, since(start_));
   }
   if (tty_ && log_) *log_ << "\r\033[K" << std::flush;

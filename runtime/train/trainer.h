@@ -106,7 +106,9 @@ class Trainer {
   ValidRow validate();
   // Progress lines rewrite one terminal line (\r) instead of printing one every 10 s.
   void setTty(bool tty) { tty_ = tty; }
-  std::string saveCheckpoint();  // returns its path; prunes old ones
+  // Returns its path and prunes old ones; "" (and says why) when the state holds a NaN or
+  // an infinity, which is not written.
+  std::string saveCheckpoint();
 
   const data::TranslationData& data() const { return data_; }
   const data::Batcher& batcher() const { return *batcher_; }  // the training split's

@@ -29,7 +29,8 @@ config      random configurations of models/transformer.tg, or with --model gpt 
             for `ir`. The command of a kept case is in its .cmd file.
 checkpoint  the checkpoint of a 30-step run, truncated, with header bytes changed, with NaNs
             written into its data, or with bytes inserted, through `tgc train --resume`. Each
-            must exit 0 or 1, never crash or hang.
+            must exit 0 or 1, never crash or hang; a truncated one or one with NaNs must be
+            refused (1).
 
 Failing cases stay in --work (default: a new temporary folder, printed) and are listed; the
 exit status is 1 when there is one, and 77 (skipped, for ctest) when `ir` or `config` lacks
@@ -37,6 +38,7 @@ numpy or safetensors. ctest runs a few mutants of each kind (fuzz_mutate_*) so t
 harness keeps working.
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -54,7 +56,7 @@ TIMEOUT = 120
 def run(cmd):
     """(exit status, stderr) of cmd; status None when it ran past TIMEOUT."""
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None, "timed out"
     return r.returncode, r.stderr
@@ -326,7 +328,11 @@ def fuzz_checkpoint(args, rng, work):
     ckpt_dir = os.path.join(work, "run", "checkpoints")
     orig = open(os.path.join(ckpt_dir, sorted(os.listdir(ckpt_dir))[-1]), "rb").read()
     header_end = 8 + int.from_bytes(orig[:8], "little")
-    failures = []
+    header = json.loads(orig[8:header_end])
+    # The f32 tensors' byte ranges (parameters and optimizer state), where a NaN is damage.
+    floats = [(header_end + v["data_offsets"][0], header_end + v["data_offsets"][1])
+              for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32"]
+    failures, outcomes = [], {}
     for i in range(args.count):
         b, op = bytearray(orig), rng.random()
         if op < 0.25:
@@ -336,7 +342,8 @@ def fuzz_checkpoint(args, rng, work):
                 b[rng.randrange(min(len(b), header_end))] = rng.randrange(256)
         elif op < 0.8:
             for _ in range(rng.randint(1, 50)):
-                p = rng.randrange(header_end, len(b) - 4)
+                lo, hi = rng.choice(floats)
+                p = lo + 4 * rng.randrange((hi - lo) // 4)
                 b[p:p + 4] = bytes([0, 0, 0xC0, 0x7F])  # a quiet NaN
         else:
             p = rng.randrange(len(b))
@@ -344,13 +351,20 @@ def fuzz_checkpoint(args, rng, work):
         path = os.path.join(work, f"ckpt{i}.safetensors")
         with open(path, "wb") as f:
             f.write(b)
-        rc, err = run([args.tgc, "train", MODEL, "--preset", "tiny", "--steps", "32",
-                       "--valid-every", "0", "--resume", path, "--out", os.path.join(work, f"r{i}")])
-        if rc in (0, 1):
+        rc, err = run([args.tgc, "train", "--resume", path, "--steps", "32", "--valid-every", "0",
+                       "--out", os.path.join(work, f"r{i}")])
+        # A truncated file or one with NaNs in its tensors must be refused, not trained on.
+        must_refuse = 0.6 <= op < 0.8 or (op < 0.25 and len(b) < len(orig))
+        if rc == 1 and "--resume" in err and "give no MODEL" in err:
+            sys.exit(f"fuzz: the resume command is wrong: {err}")  # (it would refuse them all)
+        outcomes[rc] = outcomes.get(rc, 0) + 1
+        if rc == 1 or (rc == 0 and not must_refuse):
             os.remove(path)
         else:
-            failures.append(f"{path}: exit {rc}: {err.strip()[-300:]}")
+            failures.append(f"{path}: exit {rc}{' (must be refused)' if rc == 0 else ''}: "
+                            f"{err.strip()[-300:]}")
         shutil.rmtree(os.path.join(work, f"r{i}"), ignore_errors=True)
+    print(f"checkpoint: {outcomes.get(1, 0)} refused, {outcomes.get(0, 0)} resumed")
     return failures
 
 
@@ -378,9 +392,9 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix=f"tgc_fuzz_{args.kind}_")
     os.makedirs(work, exist_ok=True)
     rng = random.Random(args.seed)
-    failures = {"model": fuzz_model, "ir": fuzz_ir, "config": fuzz_config,
-                "checkpoint": fuzz_checkpoint}[args.kind](
-        args, rng, work)
+    kinds = {"model": fuzz_model, "ir": fuzz_ir, "config": fuzz_config,
+             "checkpoint": fuzz_checkpoint}
+    failures = kinds[args.kind](args, rng, work)
     for f in failures:
         print("FAIL", f)
     print(f"{args.kind}: {args.count} mutants, {len(failures)} failing (cases in {work})")

@@ -165,6 +165,8 @@ TEST(SafetensorsTest, RefusesHeadersThatAreNotJsonObjects) {
   expectInvalid(rawFile("{\"a\": "), "header is not valid JSON");
   expectInvalid(rawFile("{} trailing"), "header is not valid JSON");
   expectInvalid(rawFile("\xff\xfe{}"), "header is not valid JSON");
+  // The bytes the parser quotes are escaped: no control bytes or broken UTF-8 in a message.
+  expectInvalid(rawFile("{\"a\":\x93\x01}"), "last read: '\"a\":\\x93'");
   expectInvalid(rawFile("[1, 2]"), "header is JSON array, not an object");
   expectInvalid(rawFile("\"x\""), "header is JSON string, not an object");
   // Deep nesting is refused as a non-object without exhausting the stack.

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <cmath>
 #include <thread>
 
 #include "runtime/safetensors.h"
@@ -119,6 +121,63 @@ TEST(CheckpointTest, CutShortOrCorruptIsRefusedAndThePreviousStillLoads) {
     EXPECT_NE(std::string(e.what()).find("invalid checkpoint: no 'format'"), std::string::npos)
         << e.what();
   }
+}
+
+// A NaN or an infinity in a parameter or in the optimizer state is damage (training skips
+// steps with non-finite gradients, so it never makes one): such a state is not written, and
+// a file holding one is refused on loading, naming the tensor.
+TEST(CheckpointTest, NonFiniteParametersOrStateAreNeitherWrittenNorLoaded) {
+  traintest::ScratchDir dir("tgc-ckpt");
+  const std::string path = dir.str(checkpointFileName(3));
+  const double bad[] = {std::nan(""), std::numeric_limits<double>::infinity(),
+                        -std::numeric_limits<double>::infinity()};
+  for (const char* name : {"encoder.w", "adam.m.encoder.w"})
+    for (double v : bad) {
+      SCOPED_TRACE(std::string(name) + " holding " + std::to_string(v));
+      Checkpoint c = sample(3);
+      c.tensors.at(name).setF(17, v);
+      try {
+        saveCheckpoint(path, c);
+        ADD_FAILURE() << "written";
+      } catch (const CheckpointError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(path + ": error: not written: tensor '" + name + "' holds"),
+                  std::string::npos) << msg;
+        EXPECT_NE(msg.find("at element 17 of 64"), std::string::npos) << msg;
+      }
+      EXPECT_FALSE(fs::exists(path));
+
+      // The same damage in a file written some other way.
+      saveCheckpoint(path, sample(3));
+      TensorFile f = readSafetensors(path);
+      f.tensors.at(name).setF(17, v);
+      writeSafetensors(path, f);
+      try {
+        loadCheckpoint(path);
+        ADD_FAILURE() << "loaded";
+      } catch (const CheckpointError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(path + ": error: invalid checkpoint: tensor '" + name + "' holds"),
+                  std::string::npos) << msg;
+        EXPECT_NE(msg.find("at element 17 of 64"), std::string::npos) << msg;
+      }
+      fs::remove(path);
+    }
+  // bf16 and f64 tensors are checked too; integer ones have no NaN.
+  Checkpoint c = sample(3);
+  Tensor h(TensorType{DType::bf16, {4}});
+  h.setF(3, std::nan(""));
+  c.tensors.emplace("decoder.h", h);
+  EXPECT_THROW(saveCheckpoint(path, c), CheckpointError);
+  c = sample(3);
+  Tensor d(TensorType{DType::f64, {4}});
+  d.setF(0, std::numeric_limits<double>::infinity());
+  c.tensors.emplace("decoder.d", d);
+  EXPECT_THROW(saveCheckpoint(path, c), CheckpointError);
+  c = sample(3);
+  c.tensors.emplace("decoder.i", Tensor(TensorType{DType::i64, {4}}));
+  saveCheckpoint(path, c);
+  EXPECT_EQ(loadCheckpoint(path).tensors.size(), 3u);
 }
 
 TEST(CheckpointTest, ListPruneAndTemporaries) {

@@ -142,7 +142,30 @@ TEST(TrainerTest, RepeatedNonFiniteStepsStop) {
   EXPECT_EQ(r.updates, 1);
   EXPECT_EQ(r.skipped, 3);
   EXPECT_NE(r.message.find("3 steps in a row had a non-finite loss"), std::string::npos) << r.message;
-  // The checkpoint written on the way out holds the state of the last good update.
+  // The parameters hold the infinity, so no checkpoint is written on the way out (it would
+  // replace, and in time prune, the good ones); there was none before it.
+  EXPECT_EQ(r.checkpoint, "");
+  EXPECT_TRUE(listCheckpoints(checkpointDir(dir.str())).empty());
+}
+
+// The same with a good checkpoint on disk: it stays the last one, and resuming takes it.
+TEST(TrainerTest, NonFiniteStateKeepsTheLastGoodCheckpoint) {
+  traintest::ScratchDir dir("tgc-nan-keep");
+  TrainConfig c = traintest::microConfig();
+  c.maxBadSteps = 2;
+  c.checkpointEvery = 1;
+  Trainer t(traintest::microModel("0"), traintest::microData(), c, dir.str(), traintest::trainExecOptions());
+  StopRule one;
+  one.steps = 1;
+  const std::string good = t.train(one).checkpoint;
+  ASSERT_FALSE(good.empty());
+  t.store().at("decoder.layers.0.norm3.beta").setF(0, std::numeric_limits<double>::quiet_NaN());
+  StopRule rule;
+  rule.steps = 50;
+  const TrainResult r = t.train(rule);
+  EXPECT_EQ(r.reason, TrainResult::Reason::nonFinite);
+  EXPECT_EQ(r.checkpoint, good);
+  EXPECT_EQ(listCheckpoints(checkpointDir(dir.str())), std::vector<std::string>{good});
   EXPECT_EQ(loadLatestCheckpoint(dir.str()).updates, 1);
 }
 
