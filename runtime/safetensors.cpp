@@ -83,7 +83,8 @@ std::string jsonReason(const std::exception& e) {
   // an error message should not carry control bytes or broken UTF-8 to the terminal.
   std::string out;
   for (unsigned char ch : w)
-    out += ch >= 0x20 && ch < 0x7F ? std::string(1, static_cast<char>(ch)) : fmt::format("\\x{:02x}", ch);
+    out += ch >= 0x20 && ch < 0x7F ? std::string(1, static_cast<char>(ch))
+                                   : fmt::format("\\x{:02x}", ch);
   return out;
 }
 

@@ -42,17 +42,6 @@ std::string folderOf(const std::string& dir) {
 }
 
 // The index of t's first NaN or infinity, or -1 (also for integer tensors).
-int64_t firstNonFinite(const Tensor& t);
-
-// "tensor 'X' holds inf at element i of n" for the first tensor with a NaN or an infinity,
-// or "".
-std::string nonFiniteTensor(const std::map<std::string, Tensor>& tensors) {
-  for (const auto& [name, t] : tensors)
-    if (const int64_t i = firstNonFinite(t); i >= 0)
-      return fmt::format("tensor '{}' holds {} at element {} of {}", name, t.getF(i), i, t.numel());
-  return {};
-}
-
 int64_t firstNonFinite(const Tensor& t) {
   auto scan = [&](const auto* p) -> int64_t {
     for (int64_t i = 0; i < t.numel(); ++i)
@@ -65,6 +54,15 @@ int64_t firstNonFinite(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(t.getF(i))) return i;
   return -1;
+}
+
+// "tensor 'X' holds inf at element i of n" for the first tensor with a NaN or an infinity,
+// or "".
+std::string nonFiniteTensor(const std::map<std::string, Tensor>& tensors) {
+  for (const auto& [name, t] : tensors)
+    if (const int64_t i = firstNonFinite(t); i >= 0)
+      return fmt::format("tensor '{}' holds {} at element {} of {}", name, t.getF(i), i, t.numel());
+  return {};
 }
 
 }  // namespace

@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <cmath>
 #include <thread>
 
 #include "runtime/safetensors.h"
