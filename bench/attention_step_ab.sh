@@ -9,9 +9,10 @@
 # An env string is a space-separated list of VAR=value; "" runs the binary as built. Both
 # builds run the graph compiled by the A build.
 # At 1 thread the figures are the kernels' own time; at 2 they also carry the pool's
-# wake-up (bench/README "Session 10: attn"). REPEAT (default 15) steps a run: the first
-# run's page faults on a fresh arena land in the launches that
-# first touch it, and at 5 repeats they still showed (base forward +20%).
+# wake-up (bench/README "Session 10: attn"). REPEAT (default 15) steps a run. Since session
+# 14 the profile leaves out the first run, whose page faults on a fresh arena landed in the
+# launches that first touch it (at 5 repeats they showed: base forward +20%); the 15 stay
+# for steadier medians.
 set -euo pipefail
 # shellcheck source=bench/attention_step_common.sh
 source "$(dirname "$0")/attention_step_common.sh"
