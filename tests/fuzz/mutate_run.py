@@ -12,7 +12,8 @@ safetensors).
 model       models/transformer.tg with 1-3 random edits (a deletion, an inserted token, a
             copied span) through `tgc compile --preset tiny --train`. Each must exit 0, or 1
             with a located error (file:line:col: error: ..., in the model or in the layer
-            library it instantiates).
+            library it instantiates). With --run-models, each mutant that compiles (another
+            model) also has its step run on both backends and compared, as for `ir`.
 ir          the tiny training step's graph IR (`tgc compile --train`, B=2, S=T=4, fp32 or
             with --precision bf16 its mixed-precision form) with a
             number or an op name changed, run on the interpreter and on the cpu backend with
@@ -67,7 +68,7 @@ def fuzz_model(args, rng, work):
     tokens = ["(", ")", "{", "}", "[", "]", ",", "=", ":", ".", "0", "-1", "1e999", "x", "@",
               '"', "#", "\n", "->", "+", "*", "/", "let", "def", "return", "preset", "model",
               "999999999999999999999"]
-    failures = []
+    failures, ran = [], 0
     for i in range(args.count):
         s = src
         for _ in range(rng.randint(1, 3)):
@@ -85,10 +86,31 @@ def fuzz_model(args, rng, work):
         rc, err = run([args.tgc, "compile", path, "--preset", "tiny", "--train", "-o", os.devnull])
         # (The error may be located in the layer library, with notes leading back to the
         # model: an assertion that fails for an argument the edit changed.)
-        if rc == 0 or (rc == 1 and re.match(r"[^\s:]+:\d+:\d+: error: ", err)):
-            os.remove(path)
+        why = None if rc == 0 or (rc == 1 and re.match(r"[^\s:]+:\d+:\d+: error: ", err)) else \
+            f"exit {rc}: {err.strip()[-300:]}"
+        if rc == 0 and args.run_models and not why:
+            # A model the edit left valid is another model: its step at small shapes on
+            # both backends, compared as for `ir`.
+            step = path + ".tir"
+            rc, err = run([args.tgc, "compile", path, "--preset", "tiny", "--train", "--dim",
+                           "B=2", "--dim", "S=5", "--dim", "T=4", "-o", step])
+            if rc == 0:
+                status = run_both(args, step, "", [])
+                if any(v not in (0, 1) for v in status.values()) or status["interp"] != status["cpu"]:
+                    why = f"{step}: exit {status}"
+                elif status["interp"] == 0:
+                    ran += 1
+                    why, note = compare(args, step)
+                    if note:
+                        print(f"{step}: {note}")
+                if not why:
+                    remove_case(step)
+        if why:
+            failures.append(f"{path}: {why}")
         else:
-            failures.append(f"{path}: exit {rc}: {err.strip()[-300:]}")
+            os.remove(path)
+    if args.run_models:
+        print(f"model: {ran} valid mutants ran on both backends and were compared")
     return failures
 
 
@@ -377,13 +399,15 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", help="folder for the cases (default: a new temporary one)")
+    ap.add_argument("--run-models", action="store_true",
+                    help="model: also run each mutant that compiles on both backends and compare")
     ap.add_argument("--model", choices=sorted(MODELS), default="transformer",
                     help="config: the model whose configurations are drawn")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="ir: the step's matmul precision (tgc compile --precision)")
     args = ap.parse_args()
     args.tgc = os.path.abspath(args.tgc)
-    if args.kind in ("ir", "config"):
+    if args.kind in ("ir", "config") or args.run_models:
         try:
             import numpy  # noqa: F401
             import safetensors  # noqa: F401
