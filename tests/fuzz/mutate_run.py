@@ -95,15 +95,13 @@ def fuzz_model(args, rng, work):
             rc, err = run([args.tgc, "compile", path, "--preset", "tiny", "--train", "--dim",
                            "B=2", "--dim", "S=5", "--dim", "T=4", "-o", step])
             if rc == 0:
-                status = run_both(args, step, "", [])
-                if any(v not in (0, 1) for v in status.values()) or status["interp"] != status["cpu"]:
-                    why = f"{step}: exit {status}"
-                elif status["interp"] == 0:
-                    ran += 1
-                    why, note = compare(args, step)
-                    if note:
-                        print(f"{step}: {note}")
-                if not why:
+                why, note, compared = check_both(args, step)
+                ran += compared
+                if note:
+                    print(f"{step}: {note}")
+                if why:
+                    why = f"{step}: {why}"
+                else:
                     remove_case(step)
         if why:
             failures.append(f"{path}: {why}")
@@ -178,6 +176,20 @@ def compare(args, path, inputs=IR_INPUTS):
     return None, f"{name}: {f32[name]} in f32, rounding-sensitive"
 
 
+def check_both(args, path, inputs=IR_INPUTS):
+    """Runs path on both backends: (failure or None, note or None, whether both ran and were
+    compared). Both must exit 0 or 1, and the same; when both ran, compare() judges."""
+    status = run_both(args, path, "", [], inputs)
+    if any(v not in (0, 1) for v in status.values()):
+        return f"exit {status}", None, False
+    if status["interp"] != status["cpu"]:
+        return f"exit {status['interp']} on interp, {status['cpu']} on cpu", None, False
+    if status["interp"] != 0:
+        return None, None, False
+    why, note = compare(args, path, inputs)
+    return why, note, True
+
+
 def beyond_bf16_rounding(interp, cpu, fp32):
     """The tensors where the cpu backend's bf16 step is further from the interpreter's than
     the bf16 roundings themselves move the interpreter's result (its bf16 step against the
@@ -236,18 +248,11 @@ def fuzz_ir(args, rng, work):
         path = os.path.join(work, f"ir{i}.tir")
         with open(path, "w") as f:
             f.write(s)
-        status = run_both(args, path, "", [])
-        why = note = None
-        if any(v not in (0, 1) for v in status.values()):
-            why = f"exit {status}"
-        elif status["interp"] != status["cpu"]:
-            why = f"exit {status['interp']} on interp, {status['cpu']} on cpu"
-        elif status["interp"] == 0:
-            compared += 1
-            why, note = compare(args, path)
-            if note:
-                print(f"{path}: {note}")
-                sensitive += 1
+        why, note, ran = check_both(args, path)
+        compared += ran
+        if note:
+            print(f"{path}: {note}")
+            sensitive += 1
         if why:
             failures.append(f"{path}: {why}")
         elif not note:  # (rounding-sensitive cases stay, for a look)
@@ -309,13 +314,11 @@ def fuzz_config(args, rng, work):
             f.write(" ".join(cmd) + "\n")
         # Ids from 0: the padding id, so rows with padded keys and wholly padded rows occur.
         inputs = ["--random-inputs", str(i), "--int-range", f"0,{vocab_min}"]
-        status = run_both(args, path, "", [], inputs)
-        why = note = None
-        if status != {"interp": 0, "cpu": 0}:
-            why = f"exit {status}"
-        else:
+        why, note, ran = check_both(args, path, inputs)
+        if not ran and not why:
+            why = "both backends refused a valid configuration"
+        if ran:
             compared += 1
-            why, note = compare(args, path, inputs)
             if note and precision == "bf16":
                 # The f64 check takes bf16 out; judge against the bf16 roundings' own effect.
                 ref = path + ".fp32.tir"
