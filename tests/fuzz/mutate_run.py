@@ -94,7 +94,9 @@ def fuzz_model(args, rng, work):
             step = path + ".tir"
             rc, err = run([args.tgc, "compile", path, "--preset", "tiny", "--train", "--dim",
                            "B=2", "--dim", "S=5", "--dim", "T=4", "-o", step])
-            if rc == 0:
+            if rc not in (0, 1):
+                why = f"{step}: compile exit {rc}: {err.strip()[-300:]}"
+            elif rc == 0:
                 why, note, compared = check_both(args, step)
                 ran += compared
                 if note:
