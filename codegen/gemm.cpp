@@ -93,6 +93,7 @@ void GemmDesc::validate() const {
     for (int64_t s : strides)
       if (s < 0) bad(fmt::format("epilogue {}: negative batch stride", what));
   };
+  if (bF32) bad("an f32 B is for bf16 products only");
   if (sumB && batchCount() != 1)
     bad(fmt::format("sumB needs a single product, not a batch of {}", batchCount()));
   if (epilogue.addend) operand("addend", epilogue.ldAddend, epilogue.strideAddend);

@@ -66,6 +66,10 @@ struct GemmDesc {
   // dW = x^T dY). They are summed while B is packed, where each element of B passes
   // exactly once, in an order that does not depend on the threads. A single product only.
   bool sumB = false;
+  // bf16 products only: B is stored as f32 and rounded to bf16 (nearest even) as it is
+  // packed -- a cast of the weight folded into its GEMM (runtime/gemm_prologue.h); ldb and
+  // strideB still count elements.
+  bool bF32 = false;
 
   // Contiguous row-major operands: lda/ldb/ldc set from the shapes.
   static GemmDesc contiguous(DType dtype, int64_t m, int64_t n, int64_t k, bool transA = false,

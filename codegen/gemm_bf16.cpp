@@ -42,6 +42,12 @@ struct Narrow {
 };
 constexpr Narrow narrow;
 
+// An f32 B (GemmDesc::bF32) as the product sees it: rounded to bf16, then widened.
+struct RoundToBf16 {
+  float operator()(float f) const { return widen(narrow(f)); }
+};
+constexpr RoundToBf16 roundToBf16;
+
 // dst[r * dstLd + c] = f(src[r * ld + c]) for the rows x cols block, rows split over threads.
 template <class From, class To, class F>
 void convertBlock(const From* src, int64_t ld, int64_t rows, int64_t cols, To* dst,
@@ -103,7 +109,7 @@ std::vector<float>& scratch(size_t elems) {
 
 class Bf16Gemm {
  public:
-  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c, ThreadPool& pool)
+  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c, ThreadPool& pool)
       : d_(d), a_(a), b_(b), c_(c), pool_(pool), engine_(GemmEngine::host(DType::f32)) {}
 
   void run() {
@@ -128,7 +134,7 @@ class Bf16Gemm {
     forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { items.push_back({oa, ob, oc}); });
     auto run = [&](int64_t i) {
       const auto& o = items[static_cast<size_t>(i)];
-      gemmBf16NativeItem(d_, a_ + o[0], b_ + o[1], c_ + o[2], pool_);
+      gemmBf16NativeItem(d_, a_ + o[0], bAt(o[1]), c_ + o[2], pool_);
     };
     const double itemFlops = 2.0 * static_cast<double>(d_.m) * static_cast<double>(d_.n) *
                              static_cast<double>(d_.k);
@@ -159,10 +165,12 @@ class Bf16Gemm {
     float* bs = as + aSpan;
     float* cs = bs + bSpan;
     convertFlat(a_, aSpan, as, widen, pool_);
-    convertFlat(b_, bSpan, bs, widen, pool_);
+    if (d_.bF32) convertFlat(bF32(), bSpan, bs, roundToBf16, pool_);
+    else convertFlat(bBf16(), bSpan, bs, widen, pool_);
     if (d_.beta != 0) convertFlat(c_, cSpan, cs, widen, pool_);
     GemmDesc f = d_;
     f.dtype = DType::f32;
+    f.bF32 = false;  // bs holds B widened
     engine_.run(f, as, bs, cs, &pool_);
     forEachItem(d_, [&](int64_t, int64_t, int64_t, int64_t oc) {
       convertBlock(cs + oc, d_.ldc, d_.m, d_.n, c_ + oc, d_.ldc, narrow, pool_);
@@ -195,8 +203,10 @@ class Bf16Gemm {
             aKey_ = ka;
           }
           if (Key kb2{item, c0, k0}; kb2 != bKey_) {
-            if (d_.transB) convertBlock(b_ + ob + c0 * d_.ldb + k0, d_.ldb, nb, kb, bs, kb, widen, pool_);
-            else convertBlock(b_ + ob + k0 * d_.ldb + c0, d_.ldb, kb, nb, bs, nb, widen, pool_);
+            const int64_t at = ob + (d_.transB ? c0 * d_.ldb + k0 : k0 * d_.ldb + c0);
+            const int64_t rows = d_.transB ? nb : kb, cols = d_.transB ? kb : nb;
+            if (d_.bF32) convertBlock(bF32() + at, d_.ldb, rows, cols, bs, cols, roundToBf16, pool_);
+            else convertBlock(bBf16() + at, d_.ldb, rows, cols, bs, cols, widen, pool_);
             bKey_ = kb2;
           }
           engine_.run(f, as, bs, cs, &pool_);
@@ -211,9 +221,16 @@ class Bf16Gemm {
     bool operator==(const Key&) const = default;
   };
 
+  const uint16_t* bBf16() const { return static_cast<const uint16_t*>(b_); }
+  const float* bF32() const { return static_cast<const float*>(b_); }
+  // B's element `offset`, bf16 or f32.
+  const void* bAt(int64_t offset) const {
+    return d_.bF32 ? static_cast<const void*>(bF32() + offset) : bBf16() + offset;
+  }
+
   const GemmDesc& d_;
   const uint16_t* a_;
-  const uint16_t* b_;
+  const void* b_;  // bf16, or f32 when d_.bF32
   uint16_t* c_;
   ThreadPool& pool_;
   const GemmEngine& engine_;
@@ -249,13 +266,14 @@ void validateGemmBf16(const GemmDesc& desc) {
     throw std::invalid_argument("gemm bf16: sumB is not supported (f32 and f64 only)");
   GemmDesc f = desc;
   f.dtype = DType::f32;
+  f.bF32 = false;
   f.validate();
 }
 
 void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool) {
   validateGemmBf16(desc);
-  Bf16Gemm(desc, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
-           static_cast<uint16_t*>(c), pool ? *pool : ThreadPool::global())
+  Bf16Gemm(desc, static_cast<const uint16_t*>(a), b, static_cast<uint16_t*>(c),
+           pool ? *pool : ThreadPool::global())
       .run();
 }
 

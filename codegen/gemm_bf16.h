@@ -48,7 +48,9 @@ Bf16GemmPath bf16GemmPath();
 void setBf16GemmPath(Bf16GemmPath path);
 bool bf16GemmHasNative();
 
-// C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above.
+// C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above;
+// with desc.bF32, B is f32 and each element is rounded to bf16 (nearest even, as a cast)
+// where it is widened or packed, so the result is that of the rounded B.
 // `pool` defaults to ThreadPool::global().
 void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c,
               ThreadPool* pool = nullptr);

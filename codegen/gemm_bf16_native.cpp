@@ -8,6 +8,7 @@
 
 #include "codegen/gemm.h"
 #include "codegen/gemm_scratch.h"
+#include "ir/dtype.h"
 #include "runtime/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -72,16 +73,44 @@ TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
   }
 }
 
+// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
+TGC_BF16_INLINE __m256i narrow16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+// The first n (up to 32; the rest 0) of the 32 halves at p as bf16: as stored, or an f32
+// operand (GemmDesc::bF32) rounded as a cast rounds.
+TGC_BF16_INLINE __m512i loadHalves(const uint16_t* p, int64_t n) {
+  return _mm512_maskz_loadu_epi16(n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1, p);
+}
+TGC_BF16_INLINE __m512i loadHalves(const float* p, int64_t n) {
+  auto first = [](int64_t c) {
+    return static_cast<__mmask16>(c >= 16 ? 0xFFFFu : c <= 0 ? 0u : (1u << c) - 1);
+  };
+  const __m256i lo = narrow16(_mm512_maskz_loadu_ps(first(n), p));
+  const __m256i hi = narrow16(_mm512_maskz_loadu_ps(first(n - 16), p + 16));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+inline uint32_t halfAt(const uint16_t* p) { return *p; }
+inline uint32_t halfAt(const float* p) { return floatToBF16(*p); }
+
 // t[c] = the words p0 + c (c < cnt; the rest 0) of rows i < rows (the rest 0) of a matrix
-// of words whose row i starts at base + i * ld halves: 16 pairs of up to 16 rows, as 16
-// vectors of up to 16 rows each.
-TGC_BF16_INLINE void wordsTransposed(const uint16_t* base, int64_t ld, int64_t rows, int64_t p0,
+// of words whose row i starts at base + i * ld elements (bf16, or f32 rounded): 16 pairs of
+// up to 16 rows, as 16 vectors of up to 16 rows each.
+template <class Src>
+TGC_BF16_INLINE void wordsTransposed(const Src* base, int64_t ld, int64_t rows, int64_t p0,
                                      int64_t cnt, __m512i t[16]) {
-  const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
   __m512i r[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i)
-    r[i] = i < rows ? _mm512_maskz_loadu_epi32(m, base + i * ld + 2 * p0) : _mm512_setzero_si512();
+    r[i] = i < rows ? loadHalves(base + i * ld + 2 * p0, 2 * cnt) : _mm512_setzero_si512();
   transpose16(r, t);
 }
 
@@ -126,9 +155,10 @@ TGC_BF16 void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int
 
 // Packed B: sliver s (columns s*NR ..) is kp * 2NR halves; half p * 2NR + 2j + h holds
 // B(2p + h, s*NR + j), so one 64-byte load is the pairs of 16 columns. Columns past n and
-// the k past K are zeros.
-TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int64_t s0,
-                           int64_t s1, uint16_t* bp) {
+// the k past K are zeros. Src is uint16_t (bf16) or float (GemmDesc::bF32: rounded here).
+template <class Src>
+TGC_BF16 void packBSlivers(const GemmDesc& d, const Src* b, int64_t kp, int64_t s0, int64_t s1,
+                           uint16_t* bp) {
   // Interleaves two rows of 32 halves: lo gets columns 0-15, hi 16-31.
   alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
                                                    37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
@@ -141,12 +171,10 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int
     uint16_t* out = bp + s * kp * 2 * kNR;
     const int64_t j0 = s * kNR, cols = std::min(kNR, d.n - j0);
     if (!d.transB) {  // B(k, j) = b[k * ldb + j]: rows 2p and 2p + 1, interleaved
-      const __mmask32 m = cols == kNR ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
       for (int64_t p = 0; p < kp; ++p) {
-        const uint16_t* r0 = b + 2 * p * d.ldb + j0;
-        const __m512i x = _mm512_maskz_loadu_epi16(m, r0);
-        const __m512i y = 2 * p + 1 < d.k ? _mm512_maskz_loadu_epi16(m, r0 + d.ldb)
-                                          : _mm512_setzero_si512();
+        const Src* r0 = b + 2 * p * d.ldb + j0;
+        const __m512i x = loadHalves(r0, cols);
+        const __m512i y = 2 * p + 1 < d.k ? loadHalves(r0 + d.ldb, cols) : _mm512_setzero_si512();
         _mm512_storeu_si512(out + p * 2 * kNR, _mm512_permutex2var_epi16(x, lo, y));
         _mm512_storeu_si512(out + p * 2 * kNR + kNR, _mm512_permutex2var_epi16(x, hi, y));
       }
@@ -165,22 +193,10 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const uint16_t* b, int64_t kp, int
         }
         if (d.k % 2)
           for (int64_t j = 0; j < 16; ++j)
-            w[pairs * kNR + h + j] = j < hc ? b[(j0 + h + j) * d.ldb + d.k - 1] : 0u;
+            w[pairs * kNR + h + j] = j < hc ? halfAt(b + (j0 + h + j) * d.ldb + d.k - 1) : 0u;
       }
     }
   }
-}
-
-// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
-TGC_BF16_INLINE __m256i narrow16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
 // C (rows x cols of the tile, at c) = alpha * Ap Bp + beta * C over kp pairs.
@@ -233,7 +249,7 @@ Scratch& packBuffer(int which) {
 
 }  // namespace
 
-void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c,
+void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c,
                         ThreadPool& pool) {
   const int64_t kp = (d.k + 1) / 2;
   const int64_t slA = (d.m + kMR - 1) / kMR, slB = (d.n + kNR - 1) / kNR;
@@ -242,7 +258,11 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b,
   // Both operands packed in one parallel pass: A's slivers, then B's.
   pool.parallelForDynamic(slA + slB, 4, [&](int64_t s0, int64_t s1) {
     if (s0 < slA) packASlivers(d, a, kp, s0, std::min(s1, slA), ap);
-    if (s1 > slA) packBSlivers(d, b, kp, std::max(s0, slA) - slA, s1 - slA, bp);
+    if (s1 <= slA) return;
+    if (d.bF32)
+      packBSlivers(d, static_cast<const float*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp);
+    else
+      packBSlivers(d, static_cast<const uint16_t*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp);
   });
   // Blocks of up to 8 x 8 slivers (96 rows x 256 columns: one B sliver serves 8 A slivers
   // while it is in L1 or, past K = 512, in L2), halved while there are fewer than 16 blocks per thread: with 4, 1024 x 256 x
@@ -272,7 +292,7 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b,
 
 bool cpuHasAvx512Bf16() { return false; }
 
-void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const uint16_t*, uint16_t*, ThreadPool&) {
+void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const void*, uint16_t*, ThreadPool&) {
   throw std::logic_error("the AVX512-BF16 GEMM runs on x86-64 only");
 }
 

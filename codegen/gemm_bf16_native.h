@@ -31,9 +31,10 @@ struct GemmDesc;
 bool cpuHasAvx512Bf16();
 
 // One product of `d` (batch items are the caller's: a, b, c point at the item), with
-// d.k > 0 and m, n > 0: C = alpha * op(A) op(B) + beta * C, C rounded to bf16 once.
-// Only on a CPU where cpuHasAvx512Bf16().
-void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const uint16_t* b, uint16_t* c,
+// d.k > 0 and m, n > 0: C = alpha * op(A) op(B) + beta * C, C rounded to bf16 once. B is
+// bf16, or f32 rounded to bf16 as it is packed when d.bF32. Only on a CPU where
+// cpuHasAvx512Bf16().
+void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c,
                         ThreadPool& pool);
 
 }  // namespace tgc::codegen

@@ -22,6 +22,7 @@
 #include "ir/env_flag.h"
 #include "ir/huge_pages.h"
 #include "passes/fusion.h"
+#include "runtime/gemm_cast_fold.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/graph_walk.h"
 #include "runtime/kernel_identity.h"
@@ -344,11 +345,14 @@ std::vector<kir::Kernel> lowerGraphKernels(const Graph& g, bool fuse) {
   GemmEpilogues epilogues = foldGemmEpilogues(*graph);
   const auto summed = fuse ? foldBiasGradients(*graph, epilogues) : std::vector<const Node*>{};
   const auto groups = kernelGroups(*graph, fuse);
+  const auto castsInGemm =
+      fuse ? foldableGemmCasts(*graph, groups) : std::unordered_set<const Node*>{};
   KernelNameUniquer unique;
   std::vector<kir::Kernel> out;
   for (const auto& n : graph->nodes())
     if (auto it = groups.find(n.get());
-        it != groups.end() && std::find(summed.begin(), summed.end(), n.get()) == summed.end()) {
+        it != groups.end() && std::find(summed.begin(), summed.end(), n.get()) == summed.end() &&
+        !castsInGemm.count(n.get())) {
       codegen::LoweredKernel lk = codegen::lowerGroup(it->second);
       lk.kernel.name = unique(lk.kernel.name);
       out.push_back(std::move(lk.kernel));
@@ -398,6 +402,9 @@ void Executable::Impl::build(const Graph& source) {
   std::set<DType> gemmTypes;
   // A group launches at its last node; its other members' values never get a slot.
   const auto groups = kernelGroups(*graph, opts.fuse);
+  // Weight casts to bf16 rounded by the GEMMs that read them: no launch, no copy.
+  const auto castsInGemm =
+      opts.fuse ? foldableGemmCasts(*graph, groups) : std::unordered_set<const Node*>{};
   for (const auto& node : graph->nodes()) {
     const Node& n = *node;
     const int launch = static_cast<int>(launches.size());
@@ -427,6 +434,7 @@ void Executable::Impl::build(const Graph& source) {
         l.kind = Launch::Kind::Gemm;
         l.name = "gemm:" + n.result()->name();
         l.gemm = gemmDescFor(n);
+        l.gemm.bF32 = castsInGemm.count(n.operand(1)->def()) > 0;  // B's slot is the f32 W
         l.gemmZeroK = l.gemm.k == 0;
         const bool bf16 = l.gemm.dtype == DType::bf16;
         if (!l.gemmZeroK) bf16 ? codegen::validateGemmBf16(l.gemm) : l.gemm.validate();
@@ -480,6 +488,12 @@ void Executable::Impl::build(const Graph& source) {
       case codegen::NodeExecution::Kernel: {
         if (summedInGemm.count(&n)) {  // written by its GEMM launch
           ++stats.fusedNodes;
+          break;
+        }
+        if (castsInGemm.count(&n)) {  // its GEMMs read the f32 operand and round it
+          slotOf[n.result()] = slotOf.at(n.operand(0));
+          ++stats.fusedNodes;
+          ++stats.castsInGemms;
           break;
         }
         auto group = groups.find(&n);

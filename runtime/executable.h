@@ -71,8 +71,10 @@ struct ExecOptions {
 struct ExecStats {
   int kernels = 0;  // generated kernel launches
   // Kernel nodes computed inside another node's launch: a kernel's (never in memory) or a
-  // GEMM's (a bias gradient summed as the GEMM packs B, runtime/gemm_epilogue.h)
+  // GEMM's (a bias gradient summed as the GEMM packs B, runtime/gemm_epilogue.h; a weight's
+  // cast to bf16 rounded as it packs B, runtime/gemm_cast_fold.h)
   int fusedNodes = 0;
+  int castsInGemms = 0;  // of those, the casts to bf16 folded into GEMMs
   int distinctKernels = 0;  // compiled kernels: launches of identical kernels share one
   int gemms = 0;    // GEMM launches
   int gemmPairs = 0;  // pairs of GEMM launches run at the same time, one per thread

@@ -248,11 +248,12 @@ std::string compileForCpu(const Graph& g, const CompileOptions& o) {
       "target cpu: {} kernel launches ({} distinct kernels, {} from the cache), {} GEMMs, {} "
       "views; arena {:.2f} MiB (buffers {:.2f} MiB, peak live {:.2f} MiB); compiled in {:.3f} "
       "s\nlaunches per run: {} ({} generated kernels, {} GEMMs, {} library kernels); {} GEMM pairs "
-      "run side by side\n",
+      "run side by side; {} casts to bf16 rounded inside GEMMs\n",
       s.kernels, s.distinctKernels, s.cacheHits, s.gemms, s.views,
       static_cast<double>(s.arenaBytes) / (1 << 20), static_cast<double>(s.bufferBytes) / (1 << 20),
       static_cast<double>(s.peakLiveBytes) / (1 << 20), seconds,
-      s.kernels + s.gemms + s.libraryCalls, s.kernels, s.gemms, s.libraryCalls, s.gemmPairs) +
+      s.kernels + s.gemms + s.libraryCalls, s.kernels, s.gemms, s.libraryCalls, s.gemmPairs,
+      s.castsInGemms) +
       arenaPeak(*exe, o.stats_top);
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bit>
 #include <limits>
 #include <cmath>
 #include <random>
@@ -215,6 +216,58 @@ TEST_P(GemmBf16, NaNAndInfinityPropagate) {
     }
 }
 
+// An f32 B (GemmDesc::bF32, a weight's cast folded into the GEMM) gives bit for bit the C of
+// the same product on B rounded to bf16 by floatToBF16 first: the rounding happens where B
+// is packed or widened, and the rest is the bf16 product. B holds exact ties (rounded to
+// even), values that round up into the next binade, the largest finite f32 (rounds to
+// infinity), a NaN and denormals; shapes cover both transposes, odd K, column tails, a
+// batch with B broadcast (widened whole) and a product tiled over K blocks.
+TEST_P(GemmBf16, F32BIsRoundedAsACastRoundsIt) {
+  ThreadPool pool(2);
+  auto run = [&](GemmDesc d) {
+    SCOPED_TRACE(::testing::Message() << "m=" << d.m << " n=" << d.n << " k=" << d.k
+                                      << " tB=" << d.transB << " batch=" << d.batch.size());
+    const auto a = randomBf16(static_cast<size_t>(extent(d, d.transA ? d.k : d.m, d.lda, d.strideA)), 6);
+    std::vector<float> b32(static_cast<size_t>(extent(d, d.transB ? d.n : d.k, d.ldb, d.strideB)));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    for (size_t i = 0; i < b32.size(); ++i) {
+      float x = dist(rng);
+      uint32_t u = std::bit_cast<uint32_t>(x);
+      switch (i % 7) {
+        case 1: u = (u & 0xFFFF0000u) | 0x8000u; break;  // a tie: even goes down, odd up
+        case 3: u |= 0x7FFFu; break;                     // rounds up, maybe to the next binade
+        default: break;
+      }
+      b32[i] = std::bit_cast<float>(u);
+    }
+    if (b32.size() > 5) {
+      b32[2] = std::numeric_limits<float>::max();
+      b32[4] = std::nanf("");
+      b32[5] = std::numeric_limits<float>::denorm_min() * 3;
+    }
+    std::vector<uint16_t> b16(b32.size());
+    for (size_t i = 0; i < b32.size(); ++i) b16[i] = floatToBF16(b32[i]);
+    const size_t cn = static_cast<size_t>(extent(d, d.m, d.ldc, d.strideC));
+    std::vector<uint16_t> want(cn, 0), got(cn, 0);
+    gemmBf16(d, a.data(), b16.data(), want.data(), &pool);
+    d.bF32 = true;
+    gemmBf16(d, a.data(), b32.data(), got.data(), &pool);
+    int bad = 0;
+    for (size_t i = 0; i < cn; ++i)
+      if (got[i] != want[i] && bad++ < 5)
+        ADD_FAILURE() << "C element " << i << ": " << got[i] << ", want " << want[i];
+  };
+  for (bool tb : {false, true})
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {13, 33, 5}, {25, 520, 255},
+                           {97, 257, 129}, {64, 48, 512}})
+      run(GemmDesc::contiguous(DType::bf16, m, n, k, false, tb));
+  GemmDesc batched = GemmDesc::contiguous(DType::bf16, 16, 16, 8, false, true);
+  batched.addBatch(3).addBatch(2, false, true);
+  run(batched);
+  run(GemmDesc::contiguous(DType::bf16, 40, 9, 2100, false, true));
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16,
                          ::testing::Values(Bf16GemmPath::Native, Bf16GemmPath::Widen),
                          [](const ::testing::TestParamInfo<Bf16GemmPath>& p) {
@@ -229,6 +282,12 @@ TEST(GemmBf16Api, RejectsWhatItDoesNotRun) {
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
   d.lda = 1;
   EXPECT_THROW(validateGemmBf16(d), std::invalid_argument);
+  GemmDesc f = GemmDesc::contiguous(DType::f32, 2, 2, 2);
+  f.bF32 = true;  // an f32 B rounded to bf16 means nothing in an f32 product
+  EXPECT_THROW(f.validate(), std::invalid_argument);
+  GemmDesc ok = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
+  ok.bF32 = true;
+  EXPECT_NO_THROW(validateGemmBf16(ok));
 }
 
 }  // namespace

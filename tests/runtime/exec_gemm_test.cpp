@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
 #include "ir/builder.h"
@@ -90,6 +92,67 @@ TEST(ExecGemm, BatchSumOfTransposedProductsIsOneGemm) {
   auto got = exe->run(in);
   EXPECT_TRUE(testing::allClose(got[0], want[0], 1e-5, 1e-5));
   EXPECT_TRUE(testing::allClose(got[1], want[1], 1e-5, 1e-5));
+}
+
+// A weight's cast to bf16 whose only uses are as the B of bf16 matmuls (the forward product
+// and the backward's dY W^T) runs inside the GEMMs (runtime/gemm_cast_fold.h): no kernel,
+// and bit for bit the results of the same products on the weight rounded beforehand. Casts
+// used otherwise stay kernels: one that is also read elementwise, one read as A, one of a
+// value computed by a kernel (fused with it, never in memory as f32).
+TEST(ExecGemm, WeightCastToBf16FoldsIntoTheGemm) {
+  auto g = std::make_unique<Graph>("fold");
+  Builder b(*g);
+  Value* w = b.input("w", TensorType{DType::f32, {13, 9}});
+  Value* x = b.input("x", TensorType{DType::bf16, {2, 7, 13}});
+  Value* dy = b.input("dy", TensorType{DType::bf16, {7, 9}});
+  Value* wb = b.cast(w, DType::bf16, "wb");
+  g->setOutputs({b.matmul(x, wb, false, false, "y"), b.matmul(dy, wb, false, true, "dx")});
+  auto exe = runtime::Executable::compile(*g, testing::testExecOptions());
+  EXPECT_EQ(exe->stats().castsInGemms, 1);
+  EXPECT_EQ(exe->stats().kernels, 0);
+  auto in = testing::randomInputs(*g, 5);
+  in.at("w").setF(3, 1.0 + std::ldexp(1.0, -8));  // a tie: rounds to even (down)
+  in.at("w").setF(4, 1.0 + 3 * std::ldexp(1.0, -8));  // a tie: rounds up
+  const auto got = exe->run(in);
+
+  // The same products with the weight rounded before, as an input.
+  auto pre = std::make_unique<Graph>("prerounded");
+  Builder p(*pre);
+  Value* wr = p.input("wb", TensorType{DType::bf16, {13, 9}});
+  Value* x2 = p.input("x", TensorType{DType::bf16, {2, 7, 13}});
+  Value* dy2 = p.input("dy", TensorType{DType::bf16, {7, 9}});
+  pre->setOutputs({p.matmul(x2, wr, false, false, "y"), p.matmul(dy2, wr, false, true, "dx")});
+  Tensor rounded(TensorType{DType::bf16, {13, 9}});
+  for (int64_t i = 0; i < rounded.numel(); ++i) rounded.setF(i, in.at("w").getF(i));
+  auto preExe = runtime::Executable::compile(*pre, testing::testExecOptions());
+  EXPECT_EQ(preExe->stats().castsInGemms, 0);
+  const auto want = preExe->run({{"wb", rounded}, {"x", in.at("x")}, {"dy", in.at("dy")}});
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    ASSERT_EQ(got[o].nbytes(), want[o].nbytes());
+    EXPECT_EQ(std::memcmp(got[o].data(), want[o].data(), got[o].nbytes()), 0) << "output " << o;
+    EXPECT_TRUE(testing::allClose(got[o], Interpreter().run(*g, in)[o], 2e-2, 2e-2)) << "output " << o;
+  }
+
+  // Near misses: each keeps its cast kernel.
+  auto near = std::make_unique<Graph>("near");
+  Builder n(*near);
+  Value* w1 = n.input("w1", TensorType{DType::f32, {13, 9}});
+  Value* w2 = n.input("w2", TensorType{DType::f32, {7, 13}});
+  Value* w3 = n.input("w3", TensorType{DType::f32, {13, 9}});
+  Value* xb = n.input("x", TensorType{DType::bf16, {7, 13}});
+  Value* c1 = n.cast(w1, DType::bf16, "c1");  // also read by a kernel
+  Value* c2 = n.cast(w2, DType::bf16, "c2");  // read as A
+  Value* c3 = n.cast(n.op(OpKind::Add, {w3, w3}), DType::bf16, "c3");  // computed by a kernel
+  near->setOutputs({n.matmul(xb, c1, false, false, "y1"), n.op(OpKind::Neg, {c1}, {}, "neg"),
+                    n.matmul(c2, c1, false, false, "y2"), n.matmul(xb, c3, false, false, "y3")});
+  auto nearExe = runtime::Executable::compile(*near, testing::testExecOptions());
+  EXPECT_EQ(nearExe->stats().castsInGemms, 0);
+  auto nin = testing::randomInputs(*near, 6);
+  const auto ngot = nearExe->run(nin);
+  const auto nwant = Interpreter().run(*near, nin);
+  for (size_t o = 0; o < ngot.size(); ++o)
+    EXPECT_TRUE(testing::allClose(ngot[o], nwant[o], 2e-2, 2e-2)) << "output " << o;
 }
 
 TEST(ExecGemm, IntegerMatmulIsAClearError) {
