@@ -3,6 +3,7 @@
 # rounds. The sourcing script defines one() (build, env string -> its figures for one run) and calls
 # ab_rounds with the figures' description; resA / resB then hold each round's figures.
 #   [A-build] [B-build] [small|base] [rounds] [threads] [A-env] [B-env]
+# PRECISION=bf16 in the environment compiles the bf16 step.
 buildA=${1:-build}
 buildB=${2:-build}
 preset=${3:-small}
@@ -17,7 +18,8 @@ case $preset in
 esac
 tir=/tmp/$(basename "$0" .sh)_$preset.tir
 # shellcheck disable=SC2086
-"$buildA/tools/tgc" compile models/transformer.tg --preset "$preset" --train --target cpu $dims -o "$tir"
+"$buildA/tools/tgc" compile models/transformer.tg --preset "$preset" --train --target cpu $dims \
+  ${PRECISION:+--precision "$PRECISION"} -o "$tir"
 
 ab_rounds() {  # description of one()'s figures
   resA=() resB=()

@@ -94,9 +94,10 @@ TGC_BF16_INLINE __m512i loadHalves(const float* p, int64_t n) {
   auto first = [](int64_t c) {
     return static_cast<__mmask16>(c >= 16 ? 0xFFFFu : c <= 0 ? 0u : (1u << c) - 1);
   };
-  const __m256i lo = narrow16(_mm512_maskz_loadu_ps(first(n), p));
-  const __m256i hi = narrow16(_mm512_maskz_loadu_ps(first(n - 16), p + 16));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  // VCVTNE2PS2BF16 rounds to nearest even as floatToBF16 does; it flushes denormals to
+  // zero, which VDPBF16PS does to a denormal bf16 anyway, and any NaN stays a NaN.
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first(n - 16), p + 16),
+                                                       _mm512_maskz_loadu_ps(first(n), p)));
 }
 inline uint32_t halfAt(const uint16_t* p) { return *p; }
 inline uint32_t halfAt(const float* p) { return floatToBF16(*p); }
