@@ -73,20 +73,8 @@ TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
   }
 }
 
-// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
-TGC_BF16_INLINE __m256i narrow16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
-
 // The first n (up to 32; the rest 0) of the 32 halves at p as bf16: as stored, or an f32
-// operand (GemmDesc::bF32) rounded as a cast rounds.
+// operand (GemmDesc::bF32) rounded as a cast rounds it.
 TGC_BF16_INLINE __m512i loadHalves(const uint16_t* p, int64_t n) {
   return _mm512_maskz_loadu_epi16(n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1, p);
 }
@@ -198,6 +186,18 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const Src* b, int64_t kp, int64_t 
       }
     }
   }
+}
+
+// f32 -> bf16, round to nearest even, NaN kept quiet (gemm_bf16.cpp's Narrow, 16 lanes).
+TGC_BF16_INLINE __m256i narrow16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
 // C (rows x cols of the tile, at c) = alpha * Ap Bp + beta * C over kp pairs.
