@@ -109,10 +109,17 @@ std::vector<float>& scratch(size_t elems) {
 
 class Bf16Gemm {
  public:
-  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c, ThreadPool& pool)
-      : d_(d), a_(a), b_(b), c_(c), pool_(pool), engine_(GemmEngine::host(DType::f32)) {}
+  Bf16Gemm(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c, float* sumB,
+           ThreadPool& pool)
+      : d_(d), a_(a), b_(b), c_(c), sumB_(sumB), pool_(pool),
+        engine_(GemmEngine::host(DType::f32)) {}
 
   void run() {
+    // The column sums of B: packed with B by the native kernel when B is not transposed,
+    // otherwise here, each column over k in order (as the unfused reduce_sum adds them).
+    const bool nativeSums = d_.k > 0 && d_.alpha != 0 && !d_.transB &&
+                            bf16GemmPath() == Bf16GemmPath::Native;
+    if (d_.sumB && !nativeSums) sumColumnsOfB();
     if (d_.m == 0 || d_.n == 0 || d_.batchCount() == 0) return;
     const int64_t aSpan = span(d_.transA ? d_.k : d_.m, d_.transA ? d_.m : d_.k, d_.lda, d_.batch, d_.strideA);
     const int64_t bSpan = span(d_.transB ? d_.n : d_.k, d_.transB ? d_.k : d_.n, d_.ldb, d_.batch, d_.strideB);
@@ -134,7 +141,8 @@ class Bf16Gemm {
     forEachItem(d_, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { items.push_back({oa, ob, oc}); });
     auto run = [&](int64_t i) {
       const auto& o = items[static_cast<size_t>(i)];
-      gemmBf16NativeItem(d_, a_ + o[0], bAt(o[1]), c_ + o[2], pool_);
+      gemmBf16NativeItem(d_, a_ + o[0], bAt(o[1]), c_ + o[2],
+                         d_.sumB && !d_.transB ? sumB_ : nullptr, pool_);  // (see run())
     };
     const double itemFlops = 2.0 * static_cast<double>(d_.m) * static_cast<double>(d_.n) *
                              static_cast<double>(d_.k);
@@ -145,6 +153,22 @@ class Bf16Gemm {
       });
     else
       for (int64_t i = 0; i < count; ++i) run(i);
+  }
+
+  // sumB_[j] = the sum over k of op(B)(k, j), k in order (a single product: validated).
+  void sumColumnsOfB() {
+    const uint16_t* b = bBf16();
+    std::fill(sumB_, sumB_ + d_.n, 0.0f);
+    if (!d_.transB) {
+      for (int64_t k = 0; k < d_.k; ++k)
+        for (int64_t j = 0; j < d_.n; ++j) sumB_[j] += widen(b[k * d_.ldb + j]);
+    } else {
+      for (int64_t j = 0; j < d_.n; ++j) {
+        float s = 0;
+        for (int64_t k = 0; k < d_.k; ++k) s += widen(b[j * d_.ldb + k]);
+        sumB_[j] = s;
+      }
+    }
   }
 
   // An empty contraction: C = beta * C.
@@ -232,6 +256,7 @@ class Bf16Gemm {
   const uint16_t* a_;
   const void* b_;  // bf16, or f32 when d_.bF32
   uint16_t* c_;
+  float* sumB_;  // d_.sumB's output
   ThreadPool& pool_;
   const GemmEngine& engine_;
   Key aKey_, bKey_;  // which block of A and of B the scratch holds
@@ -262,17 +287,19 @@ void validateGemmBf16(const GemmDesc& desc) {
                                 " is not bf16");
   if (!desc.epilogue.empty())
     throw std::invalid_argument("gemm bf16: epilogues are not supported (f32 and f64 only)");
-  if (desc.sumB)
-    throw std::invalid_argument("gemm bf16: sumB is not supported (f32 and f64 only)");
+  if (desc.sumB && desc.bF32)
+    throw std::invalid_argument("gemm bf16: sumB of an f32 B is not supported");
   GemmDesc f = desc;
   f.dtype = DType::f32;
   f.bF32 = false;
   f.validate();
 }
 
-void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool) {
+void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool,
+              float* sumB) {
   validateGemmBf16(desc);
-  Bf16Gemm(desc, static_cast<const uint16_t*>(a), b, static_cast<uint16_t*>(c),
+  if (desc.sumB && !sumB) throw std::invalid_argument("gemm bf16: sumB set but no output given");
+  Bf16Gemm(desc, static_cast<const uint16_t*>(a), b, static_cast<uint16_t*>(c), sumB,
            pool ? *pool : ThreadPool::global())
       .run();
 }

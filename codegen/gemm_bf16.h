@@ -20,7 +20,10 @@
 // The f32 copies live in a per-thread scratch buffer that grows to the largest call and is
 // reused (outside the executable's arena).
 //
-// No epilogue (runtime/gemm_epilogue folds f32/f64 only); alpha and beta work as in GemmDesc.
+// No epilogue stages (runtime/gemm_epilogue folds those for f32/f64 only); alpha and beta
+// work as in GemmDesc, and GemmDesc::sumB writes the column sums of B in f32 (a bias
+// gradient next to its weight gradient), each column summed over k in order: while B is
+// packed on the native path, in a loop of its own otherwise.
 //
 // On a CPU with AVX512-BF16 (Zen 4, Sapphire Rapids) none of the above runs: the operands
 // are packed as bf16 pairs and multiplied by VDPBF16PS with f32 accumulation
@@ -50,9 +53,9 @@ bool bf16GemmHasNative();
 
 // C = alpha * op(A) @ op(B) + beta * C for bf16 A, B, C (uint16_t storage) as described above;
 // with desc.bF32, B is f32 and each element is rounded to bf16 (nearest even, as a cast)
-// where it is widened or packed, so the result is that of the rounded B.
-// `pool` defaults to ThreadPool::global().
+// where it is widened or packed, so the result is that of the rounded B. With desc.sumB,
+// sumB receives the n column sums of op(B) in f32. `pool` defaults to ThreadPool::global().
 void gemmBf16(const GemmDesc& desc, const void* a, const void* b, void* c,
-              ThreadPool* pool = nullptr);
+              ThreadPool* pool = nullptr, float* sumB = nullptr);
 
 }  // namespace tgc::codegen

@@ -78,14 +78,20 @@ TGC_BF16_INLINE void transpose16(const __m512i r[16], __m512i out[16]) {
 TGC_BF16_INLINE __m512i loadHalves(const uint16_t* p, int64_t n) {
   return _mm512_maskz_loadu_epi16(n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1, p);
 }
+// The mask of the first c of 16 lanes (none for c <= 0).
+inline __mmask16 firstLanes(int64_t c) {
+  return static_cast<__mmask16>(c >= 16 ? 0xFFFFu : c <= 0 ? 0u : (1u << c) - 1);
+}
 TGC_BF16_INLINE __m512i loadHalves(const float* p, int64_t n) {
-  auto first = [](int64_t c) {
-    return static_cast<__mmask16>(c >= 16 ? 0xFFFFu : c <= 0 ? 0u : (1u << c) - 1);
-  };
   // VCVTNE2PS2BF16 rounds to nearest even as floatToBF16 does; it flushes denormals to
   // zero, which VDPBF16PS does to a denormal bf16 anyway, and any NaN stays a NaN.
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first(n - 16), p + 16),
-                                                       _mm512_maskz_loadu_ps(first(n), p)));
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(firstLanes(n - 16), p + 16),
+                                                       _mm512_maskz_loadu_ps(firstLanes(n), p)));
+}
+// Halves 16h .. 16h + 15 of x (h 0 or 1) widened to f32 (exact).
+TGC_BF16_INLINE __m512 widenHalf(__m512i x, int h) {
+  const __m256i half = h == 0 ? _mm512_castsi512_si256(x) : _mm512_extracti64x4_epi64(x, 1);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 inline uint32_t halfAt(const uint16_t* p) { return *p; }
 inline uint32_t halfAt(const float* p) { return floatToBF16(*p); }
@@ -145,9 +151,10 @@ TGC_BF16 void packASlivers(const GemmDesc& d, const uint16_t* a, int64_t kp, int
 // Packed B: sliver s (columns s*NR ..) is kp * 2NR halves; half p * 2NR + 2j + h holds
 // B(2p + h, s*NR + j), so one 64-byte load is the pairs of 16 columns. Columns past n and
 // the k past K are zeros. Src is uint16_t (bf16) or float (GemmDesc::bF32: rounded here).
+// With sums (B not transposed), also the sliver's column sums over k, in order.
 template <class Src>
 TGC_BF16 void packBSlivers(const GemmDesc& d, const Src* b, int64_t kp, int64_t s0, int64_t s1,
-                           uint16_t* bp) {
+                           uint16_t* bp, float* sums) {
   // Interleaves two rows of 32 halves: lo gets columns 0-15, hi 16-31.
   alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
                                                    37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
@@ -160,12 +167,26 @@ TGC_BF16 void packBSlivers(const GemmDesc& d, const Src* b, int64_t kp, int64_t 
     uint16_t* out = bp + s * kp * 2 * kNR;
     const int64_t j0 = s * kNR, cols = std::min(kNR, d.n - j0);
     if (!d.transB) {  // B(k, j) = b[k * ldb + j]: rows 2p and 2p + 1, interleaved
+      __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();  // columns 0-15, 16-31
       for (int64_t p = 0; p < kp; ++p) {
         const Src* r0 = b + 2 * p * d.ldb + j0;
+        const bool second = 2 * p + 1 < d.k;
         const __m512i x = loadHalves(r0, cols);
-        const __m512i y = 2 * p + 1 < d.k ? loadHalves(r0 + d.ldb, cols) : _mm512_setzero_si512();
+        const __m512i y = second ? loadHalves(r0 + d.ldb, cols) : _mm512_setzero_si512();
         _mm512_storeu_si512(out + p * 2 * kNR, _mm512_permutex2var_epi16(x, lo, y));
         _mm512_storeu_si512(out + p * 2 * kNR + kNR, _mm512_permutex2var_epi16(x, hi, y));
+        if (sums) {
+          sum0 = _mm512_add_ps(sum0, widenHalf(x, 0));
+          sum1 = _mm512_add_ps(sum1, widenHalf(x, 1));
+          if (second) {
+            sum0 = _mm512_add_ps(sum0, widenHalf(y, 0));
+            sum1 = _mm512_add_ps(sum1, widenHalf(y, 1));
+          }
+        }
+      }
+      if (sums) {
+        _mm512_mask_storeu_ps(sums + j0, firstLanes(cols), sum0);
+        _mm512_mask_storeu_ps(sums + j0 + 16, firstLanes(cols - 16), sum1);
       }
     } else {
       // B(k, j) = b[j * ldb + k]: a column's pairs are consecutive words; 16 pairs of 16
@@ -251,7 +272,7 @@ Scratch& packBuffer(int which) {
 }  // namespace
 
 void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c,
-                        ThreadPool& pool) {
+                        float* sumB, ThreadPool& pool) {
   const int64_t kp = (d.k + 1) / 2;
   const int64_t slA = (d.m + kMR - 1) / kMR, slB = (d.n + kNR - 1) / kNR;
   uint32_t* ap = packBuffer(0).get<uint32_t>(slA * kp * kMR);
@@ -261,9 +282,11 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uin
     if (s0 < slA) packASlivers(d, a, kp, s0, std::min(s1, slA), ap);
     if (s1 <= slA) return;
     if (d.bF32)
-      packBSlivers(d, static_cast<const float*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp);
+      packBSlivers(d, static_cast<const float*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp,
+                   nullptr);
     else
-      packBSlivers(d, static_cast<const uint16_t*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp);
+      packBSlivers(d, static_cast<const uint16_t*>(b), kp, std::max(s0, slA) - slA, s1 - slA, bp,
+                   sumB);
   });
   // Blocks of up to 8 x 8 slivers (96 rows x 256 columns: one B sliver serves 8 A slivers
   // while it is in L1 or, past K = 512, in L2), halved while there are fewer than 16 blocks per thread: with 4, 1024 x 256 x
@@ -293,7 +316,8 @@ void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uin
 
 bool cpuHasAvx512Bf16() { return false; }
 
-void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const void*, uint16_t*, ThreadPool&) {
+void gemmBf16NativeItem(const GemmDesc&, const uint16_t*, const void*, uint16_t*, float*,
+                        ThreadPool&) {
   throw std::logic_error("the AVX512-BF16 GEMM runs on x86-64 only");
 }
 

@@ -33,8 +33,9 @@ bool cpuHasAvx512Bf16();
 // One product of `d` (batch items are the caller's: a, b, c point at the item), with
 // d.k > 0 and m, n > 0: C = alpha * op(A) op(B) + beta * C, C rounded to bf16 once. B is
 // bf16, or f32 rounded to bf16 as it is packed when d.bF32. Only on a CPU where
-// cpuHasAvx512Bf16().
+// cpuHasAvx512Bf16(). With sumB (B not transposed, bf16), also the column sums of B in f32,
+// each over k in order, added up as B is packed.
 void gemmBf16NativeItem(const GemmDesc& d, const uint16_t* a, const void* b, uint16_t* c,
-                        ThreadPool& pool);
+                        float* sumB, ThreadPool& pool);
 
 }  // namespace tgc::codegen

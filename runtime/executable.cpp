@@ -448,7 +448,8 @@ void Executable::Impl::build(const Graph& source) {
         use(l.slots[2], launch);
         if (auto e = epilogues.find(&n); e != epilogues.end()) {  // bias, addend, mask after C
           e->second.applyTo(l.gemm);
-          codegen::GemmEngine::host(l.gemm.dtype).epilogueKernel(l.gemm.epilogue);  // JIT it now
+          if (!bf16)  // (a bf16 GEMM's only fold is sumB)
+            codegen::GemmEngine::host(l.gemm.dtype).epilogueKernel(l.gemm.epilogue);  // JIT it now
           for (const Value* v : e->second.operands()) {
             use(l.slots.emplace_back(slotOf.at(v)), launch);
             l.writes.push_back(false);
@@ -743,7 +744,8 @@ void Executable::Impl::runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare:
   if (l.gemmZeroK)
     std::memset(l.ptrs[2], 0, static_cast<size_t>(cBytes));
   else if (cBytes > 0 && l.gemm.dtype == DType::bf16)
-    codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p);
+    codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
+                      static_cast<float*>(epilogueOperands(l.gemm, l.ptrs.data() + 3).sumB));
   else if (cBytes > 0)
     codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
                   epilogueOperands(l.gemm, l.ptrs.data() + 3), share);

@@ -293,28 +293,29 @@ const Value* storageOf(const Value* v) {
   return v;
 }
 
-// A matmul whose GEMM can also sum its B: f32/f64, one product (rank-2 operands), K > 0
-// and a non-empty C.
+// A matmul whose GEMM can also sum its B: f32/f64/bf16, one product (rank-2 operands),
+// K > 0 and a non-empty C.
 bool canSumB(const Node& mm) {
   const TensorType& at = mm.operand(0)->type();
   const TensorType& bt = mm.operand(1)->type();
   const TensorType& ct = mm.result()->type();
-  if ((ct.dtype != DType::f32 && ct.dtype != DType::f64) || bt.dtype != ct.dtype || at.rank() != 2 || bt.rank() != 2 ||
-      ct.rank() != 2)
+  if ((ct.dtype != DType::f32 && ct.dtype != DType::f64 && ct.dtype != DType::bf16) ||
+      bt.dtype != ct.dtype || at.rank() != 2 || bt.rank() != 2 || ct.rank() != 2)
     return false;
   const int64_t k = mm.attrBool("transpose_b") ? bt.shape[1] : bt.shape[0];
   return k > 0 && ct.numel() > 0;
 }
 
 // Whether reduce_sum `rs` adds up exactly the K rows of op(B) of matmul `mm`, given that
-// its operand v is B's memory: for B stored k x n, every axis of v but the last, which is
-// n long; for B stored n x k (transposed), the last axis of v only, k long. v holds the
-// same k * n elements in the same order, so the n sums come out in db's element order.
-bool sumsRowsOfB(const Node& rs, const Node& mm) {
-  const Value* v = rs.operand(0);
+// v (its operand, or what its operand widens: summedValue) is B's memory: for B stored
+// k x n, every axis of v but the last, which is n long; for B stored n x k (transposed),
+// the last axis of v only, k long. v holds the same k * n elements in the same order, so
+// the n sums come out in db's element order. A bf16 B's sums are f32.
+bool sumsRowsOfB(const Node& rs, const Value* v, const Node& mm) {
   const TensorType& vt = v->type();
   const TensorType& bt = mm.operand(1)->type();
-  if (vt.dtype != bt.dtype || rs.result()->type().dtype != bt.dtype ||
+  const DType sumType = bt.dtype == DType::bf16 ? DType::f32 : bt.dtype;
+  if (vt.dtype != bt.dtype || rs.result()->type().dtype != sumType ||
       vt.numel() != bt.numel() || vt.rank() < 2)
     return false;
   const int64_t rank = vt.rank();
@@ -326,6 +327,21 @@ bool sumsRowsOfB(const Node& rs, const Node& mm) {
   std::vector<int64_t> rows(static_cast<size_t>(rank - 1));
   std::iota(rows.begin(), rows.end(), int64_t{0});
   return vt.shape.back() == bt.shape[1] && axes == rows;
+}
+
+// The value reduce_sum `rs` sums as the GEMM would see it: its operand, or, when that is
+// cast(x) {dtype=f32} of a bf16 x read by nothing else and no graph output (mixed
+// precision's bias gradient, the cast fused into the reduction's kernel), x.
+const Value* summedValue(const Graph& g, const Node& rs,
+                         const std::unordered_map<const Value*, std::vector<Node*>>& users) {
+  const Value* v = rs.operand(0);
+  const Node* d = v->def();
+  if (d->op() != OpKind::Cast || v->type().dtype != DType::f32 ||
+      d->operand(0)->type().dtype != DType::bf16 ||
+      std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end())
+    return v;
+  const auto u = users.find(v);
+  return u != users.end() && u->second.size() == 1 ? d->operand(0) : v;
 }
 
 }  // namespace
@@ -349,7 +365,8 @@ std::vector<const Node*> foldBiasGradients(Graph& g, GemmEpilogues& folded) {
   std::unordered_set<const Node*> taken;  // matmuls given a sum
   std::vector<const Node*> out;
   for (Node* rs : sums) {
-    auto candidates = byB.find(storageOf(rs->operand(0)));
+    const Value* summed = summedValue(g, *rs, users);
+    auto candidates = byB.find(storageOf(summed));
     if (candidates == byB.end()) continue;
     // The first reader of the sum: the GEMM must run before it.
     const Node* firstUser = nullptr;
@@ -357,7 +374,7 @@ std::vector<const Node*> foldBiasGradients(Graph& g, GemmEpilogues& folded) {
       for (const Node* u : it->second)
         if (!firstUser || pos.at(u) < pos.at(firstUser)) firstUser = u;
     for (Node* mm : candidates->second) {
-      if (taken.count(mm) || !sumsRowsOfB(*rs, *mm)) continue;
+      if (taken.count(mm) || !sumsRowsOfB(*rs, summed, *mm)) continue;
       if (firstUser && pos.at(firstUser) < pos.at(mm)) {
         // Move the matmul up to just before that reader, with the views it reads through
         // (its epilogue operands' included), if what they view is computed before it.

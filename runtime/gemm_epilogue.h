@@ -70,7 +70,9 @@ GemmEpilogues foldGemmEpilogues(Graph& g);
 // reduce_sum(v) with v and the matmul's B the same memory (up to reshapes), summing exactly
 // the K rows of op(B) (every axis but the last of v for B as stored; the last axis for a
 // transposed B), keepdims or not, f32 or f64, an unbatched matmul (rank-2 operands) with
-// K > 0 and a non-empty result. Each reduce_sum joins one matmul. The matmul moves before
+// K > 0 and a non-empty result. A bf16 B's sums are f32: reduce_sum(cast(v) {dtype=f32})
+// with v B's memory and the cast read by that sum alone (mixed precision's FFN bias
+// gradients; the others sum the f32 gradient a bf16 B was rounded from, another sum). Each reduce_sum joins one matmul. The matmul moves before
 // the reduce_sum's first user when it comes after it (and can: its operands computed
 // before). Returns the reduce_sum nodes folded. TGC_NO_GEMM_EPILOGUE=1 or
 // TGC_NO_BIAS_GRAD_FOLD=1 turns it off.

@@ -268,6 +268,44 @@ TEST_P(GemmBf16, F32BIsRoundedAsACastRoundsIt) {
   run(GemmDesc::contiguous(DType::bf16, 40, 9, 2100, false, true));
 }
 
+// GemmDesc::sumB (a bias gradient next to its weight gradient): the column sums of op(B) in
+// f32, each over k in order -- bit for bit a sequential f32 sum of the widened B -- with C
+// still right, on both layouts of B, odd K, column tails past the 32-column slivers, and an
+// alpha of 0 (C scaled only, the sums still made).
+TEST_P(GemmBf16, ColumnSumsOfBAreSequentialF32Sums) {
+  ThreadPool pool(2);
+  for (bool tb : {false, true})
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {13, 33, 5}, {64, 100, 1024},
+                           {7, 520, 255}})
+      for (double alpha : {1.0, 0.0}) {
+        SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " tB=" << tb
+                                          << " alpha=" << alpha);
+        GemmDesc d = GemmDesc::contiguous(DType::bf16, m, n, k, false, tb);
+        d.alpha = alpha;
+        d.sumB = true;
+        const auto a = randomBf16(static_cast<size_t>(m * k), 8);
+        const auto b = randomBf16(static_cast<size_t>(k * n), 9);
+        std::vector<uint16_t> c(static_cast<size_t>(m * n), 0), plain(c.size(), 0);
+        std::vector<float> sums(static_cast<size_t>(n), -1.0f);
+        gemmBf16(d, a.data(), b.data(), c.data(), &pool, sums.data());
+        GemmDesc without = d;
+        without.sumB = false;
+        gemmBf16(without, a.data(), b.data(), plain.data(), &pool);
+        EXPECT_EQ(c, plain) << "the sums changed C";
+        for (int64_t j = 0; j < n; ++j) {
+          float want = 0;
+          for (int64_t p = 0; p < k; ++p)
+            want += bf16ToFloat(b[static_cast<size_t>(tb ? j * k + p : p * n + j)]);
+          EXPECT_EQ(sums[static_cast<size_t>(j)], want) << "column " << j;
+        }
+      }
+  GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
+  d.sumB = true;
+  std::vector<uint16_t> two(4, 0);
+  EXPECT_THROW(gemmBf16(d, two.data(), two.data(), two.data(), &pool), std::invalid_argument)
+      << "sumB without an output";
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16,
                          ::testing::Values(Bf16GemmPath::Native, Bf16GemmPath::Widen),
                          [](const ::testing::TestParamInfo<Bf16GemmPath>& p) {
@@ -277,7 +315,11 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16,
 TEST(GemmBf16Api, RejectsWhatItDoesNotRun) {
   EXPECT_THROW(validateGemmBf16(GemmDesc::contiguous(DType::f32, 2, 2, 2)), std::invalid_argument);
   GemmDesc s = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
-  s.sumB = true;  // the bias-gradient column sums are an f32/f64 feature
+  s.sumB = true;
+  s.bF32 = true;  // column sums of an f32 B: not a case the executable makes
+  EXPECT_THROW(validateGemmBf16(s), std::invalid_argument);
+  s.bF32 = false;
+  s.addBatch(2);  // column sums of a batch of products
   EXPECT_THROW(validateGemmBf16(s), std::invalid_argument);
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
   d.lda = 1;

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ir/interpreter.h"
 #include "ir/parser.h"
@@ -223,6 +224,51 @@ graph @g {
   return %dw, %twice
 }
 )", {1, 3});
+  }
+}
+
+// Mixed precision's FFN bias gradient: the weight gradient's GEMM reads the bf16 dY, and db
+// sums the same bf16 values widened (cast to f32 read by the sum alone), so the bf16 GEMM
+// sums them as it packs dY. Summing the f32 dY the bf16 copy was rounded from is another
+// sum and must not fold, nor may a widening that something else reads too.
+const char* kMixed = R"(
+graph @mixed {
+  %x = input() : bf16[21,13]
+  %g = input() : f32[21,5]
+  %dyb = cast(%g) {dtype=bf16} : bf16[21,5]
+  %dw = matmul(%x, %dyb) {transpose_a=true} : bf16[13,5]
+  %dyw = cast(%dyb) {dtype=f32} : f32[21,5]
+  %db = reduce_sum(%dyw) {axes=[0]} : f32[5]
+  return %dw, %db
+}
+)";
+
+TEST(BiasGradFold, Bf16GemmSumsTheWidenedB) {
+  auto g = parseGraph(kMixed);
+  EXPECT_EQ(folds(*g->clone()), (std::map<std::string, std::string>{{"db", "dw"}}));
+  auto exe = runtime::Executable::compile(*g, testing::testExecOptions());
+  EXPECT_EQ(exe->stats().gemms, 1);
+  EXPECT_EQ(exe->stats().kernels, 1);  // dY's cast to bf16 only
+  auto in = testing::randomInputs(*g, 5);
+  const auto want = Interpreter().run(*g, in);
+  const auto got = exe->run(in);
+  EXPECT_TRUE(testing::allClose(got[0], want[0], 1e-2, 1e-2));  // a bf16 product
+  EXPECT_TRUE(testing::allClose(got[1], want[1], 1e-5, 1e-5));  // 21 bf16 values in f32
+
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"%db = reduce_sum(%dyw)", "%db = reduce_sum(%g)"},  // the f32 dY
+           {"return %dw, %db", "return %dw, %db, %dyw"}}) {      // the widening read twice
+    SCOPED_TRACE(to);
+    std::string text = kMixed;
+    text.replace(text.find(from), from.size(), to);
+    auto near = parseGraph(text);
+    EXPECT_TRUE(folds(*near->clone()).empty());
+    auto nearExe = runtime::Executable::compile(*near, testing::testExecOptions());
+    auto nin = testing::randomInputs(*near, 6);
+    const auto nwant = Interpreter().run(*near, nin);
+    const auto ngot = nearExe->run(nin);
+    for (size_t o = 1; o < ngot.size(); ++o)
+      EXPECT_TRUE(testing::allClose(ngot[o], nwant[o], 1e-5, 1e-5)) << "output " << o;
   }
 }
 
