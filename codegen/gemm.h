@@ -67,8 +67,8 @@ struct GemmDesc {
   // exactly once, in an order that does not depend on the threads. A single product only.
   bool sumB = false;
   // bf16 products only: B is stored as f32 and rounded to bf16 (nearest even) as it is
-  // packed -- a cast of the weight folded into its GEMM (runtime/gemm_prologue.h); ldb and
-  // strideB still count elements.
+  // packed or widened -- a cast of the weight folded into its GEMM
+  // (runtime/gemm_cast_fold.h); ldb and strideB still count elements. Not with sumB.
   bool bF32 = false;
 
   // Contiguous row-major operands: lda/ldb/ldc set from the shapes.

@@ -117,7 +117,7 @@ class Bf16Gemm {
   void run() {
     // The column sums of B: packed with B by the native kernel when B is not transposed,
     // otherwise here, each column over k in order (as the unfused reduce_sum adds them).
-    const bool nativeSums = d_.k > 0 && d_.alpha != 0 && !d_.transB &&
+    const bool nativeSums = d_.m > 0 && d_.k > 0 && d_.alpha != 0 && !d_.transB &&
                             bf16GemmPath() == Bf16GemmPath::Native;
     if (d_.sumB && !nativeSums) sumColumnsOfB();
     if (d_.m == 0 || d_.n == 0 || d_.batchCount() == 0) return;

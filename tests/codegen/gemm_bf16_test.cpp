@@ -299,6 +299,16 @@ TEST_P(GemmBf16, ColumnSumsOfBAreSequentialF32Sums) {
           EXPECT_EQ(sums[static_cast<size_t>(j)], want) << "column " << j;
         }
       }
+  // No rows of A: C is empty, the sums are still B's.
+  GemmDesc noRows = GemmDesc::contiguous(DType::bf16, 0, 3, 2);
+  noRows.sumB = true;
+  const std::vector<uint16_t> b6{floatToBF16(1), floatToBF16(2), floatToBF16(3),
+                                 floatToBF16(4), floatToBF16(5), floatToBF16(6)};
+  std::vector<float> s3(3, -1.0f);
+  uint16_t none = 0;
+  gemmBf16(noRows, &none, b6.data(), &none, &pool, s3.data());
+  EXPECT_EQ(s3, (std::vector<float>{5, 7, 9}));
+
   GemmDesc d = GemmDesc::contiguous(DType::bf16, 2, 2, 2);
   d.sumB = true;
   std::vector<uint16_t> two(4, 0);
