@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -133,6 +134,16 @@ TEST(ExecGemm, WeightCastToBf16FoldsIntoTheGemm) {
     EXPECT_EQ(std::memcmp(got[o].data(), want[o].data(), got[o].nbytes()), 0) << "output " << o;
     EXPECT_TRUE(testing::allClose(got[o], Interpreter().run(*g, in)[o], 2e-2, 2e-2)) << "output " << o;
   }
+
+  // The switch turns it off: the cast is a kernel again, with the same results.
+  setenv("TGC_NO_GEMM_CAST_FOLD", "1", 1);
+  auto off = runtime::Executable::compile(*g, testing::testExecOptions());
+  unsetenv("TGC_NO_GEMM_CAST_FOLD");
+  EXPECT_EQ(off->stats().castsInGemms, 0);
+  EXPECT_EQ(off->stats().kernels, 1);
+  const auto offGot = off->run(in);
+  for (size_t o = 0; o < 2; ++o)
+    EXPECT_EQ(std::memcmp(offGot[o].data(), got[o].data(), got[o].nbytes()), 0) << "output " << o;
 
   // Near misses: each keeps its cast kernel.
   auto near = std::make_unique<Graph>("near");
