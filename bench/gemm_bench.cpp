@@ -58,7 +58,7 @@
 
 #include "codegen/gemm.h"
 #include "codegen/jit.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "ir/fused_ops.h"
 #include "ir/graph.h"
 #include "ir/philox.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

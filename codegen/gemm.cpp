@@ -17,7 +17,7 @@
 #include "codegen/gemm_scratch.h"
 #include "codegen/jit.h"
 #include "ir/env_flag.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc::codegen {
 

@@ -8,7 +8,7 @@
 
 #include "codegen/gemm_bf16_native.h"
 #include "ir/env_flag.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc::codegen {
 namespace {

@@ -9,7 +9,7 @@
 #include "codegen/gemm.h"
 #include "codegen/gemm_scratch.h"
 #include "ir/dtype.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

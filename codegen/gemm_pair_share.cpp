@@ -4,7 +4,7 @@
 
 #include <sched.h>
 
-#include "runtime/cpu_relax.h"
+#include "support/cpu_relax.h"
 
 namespace tgc::codegen {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 #define TGC_INLINE __attribute__((always_inline)) inline
 #define TGC_AVX2 __attribute__((target("avx2,fma")))

@@ -33,7 +33,7 @@
 #include "runtime/gradcheck.h"
 #include "runtime/param_store.h"
 #include "runtime/safetensors.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tools/commands.h"
 
 namespace tgc::cli {

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "runtime/cuda/driver.h"
-#include "runtime/thread_pool.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data_export.h"
 #include "runtime/train/evaluate.h"
 #include "runtime/train/trainer.h"
+#include "support/thread_pool.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 

@@ -23,7 +23,7 @@
 #include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
 #include "runtime/param_store.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc::runtime::cuda {
 

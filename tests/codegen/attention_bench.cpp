@@ -35,7 +35,7 @@
 #include "codegen/attention_cpu.h"
 #include <sys/mman.h>
 
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/bench_clock.h"
 
 namespace {

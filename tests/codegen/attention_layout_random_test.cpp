@@ -15,7 +15,7 @@
 #include "ir/interpreter.h"
 #include "ir/tensor.h"
 #include "library_test_util.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "codegen/attention_cpu.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc {
 namespace {

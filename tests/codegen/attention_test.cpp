@@ -21,7 +21,7 @@
 #include "ir/philox.h"
 #include "ir/tensor.h"
 #include "runtime/executable.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/runtime/exec_test_util.h"
 
 namespace tgc {

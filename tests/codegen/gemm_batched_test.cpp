@@ -16,7 +16,7 @@
 
 #include "codegen/gemm.h"
 #include "codegen/gemm_pack.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/codegen/gemm_test_util.h"
 
 namespace tgc::codegen {

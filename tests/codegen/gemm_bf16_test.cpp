@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc::codegen {
 namespace {

@@ -27,7 +27,7 @@
 #include "codegen/gemm.h"
 #include "ir/parser.h"
 #include "runtime/executable.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/codegen/gemm_test_util.h"
 #include "tests/runtime/exec_test_util.h"
 

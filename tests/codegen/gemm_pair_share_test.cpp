@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "codegen/gemm.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/codegen/gemm_test_util.h"
 
 namespace tgc::codegen {

@@ -21,7 +21,7 @@
 
 #include "codegen/gemm_pack.h"
 #include "codegen/jit.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/codegen/gemm_test_util.h"
 
 namespace tgc::codegen {

@@ -13,7 +13,7 @@
 #include "codegen/library.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc::library_test {
 

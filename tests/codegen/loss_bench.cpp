@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "codegen/loss_kernels.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/bench_clock.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "codegen/loss_kernels.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/ir/interp_test_util.h"
 
 using namespace tgc;

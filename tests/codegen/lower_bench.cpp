@@ -19,7 +19,7 @@
 #include "codegen/llvm_emitter.h"
 #include "codegen/lower.h"
 #include "ir/tensor.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "library_test_util.h"
 #include "ir/interpreter.h"
 #include "lower_test_util.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace tgc::lower_test {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "codegen/gemm.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tests/bench_clock.h"
 
 namespace {

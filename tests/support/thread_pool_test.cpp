@@ -1,4 +1,4 @@
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "runtime/cpu_relax.h"
+#include "support/cpu_relax.h"
 
 namespace tgc {
 
