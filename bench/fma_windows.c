@@ -1,7 +1,8 @@
 // The host's FMA throughput in short windows: NT threads (1 or 2) each run 12 independent
 // AVX2 FMA chains for 20 ms, 100 ms apart; one line per window with the GFLOP/s of all
-// threads together. Shows how often the host gives the vCPUs less than their peak (bench/
-// README "Session 9: lead"). Not part of the build:
+// threads together. Shows how often the host gives the vCPUs less than their peak (on a
+// 2-vCPU Zen 3, one 2-thread window in ten ran below 139 GFLOP/s of a median 182-188;
+// bench/README.md, "Tools for looking closer"). Not part of the build:
 //   cc -O2 -mavx2 -mfma -pthread -DNT=2 bench/fma_windows.c -o /tmp/fma_windows
 //   /tmp/fma_windows 150 | sort -n | awk '{a[NR]=$1} END {print a[int(NR/10)], a[int(NR/2)], a[NR]}'
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures a closing note quotes, in one quiet run (about 15 minutes on 2 cores for fp32,
+# The figures bench/README.md quotes, in one quiet run (about 15 minutes on 2 cores for fp32,
 # 12 more for bf16; run nothing else meanwhile). fp32: GEMM against OpenBLAS and the FMA
 # peak, the training step of tiny / small / base against PyTorch eager, one round each with
 # torch.compile, attention against its unfused graph and SDPA, and README's main command.

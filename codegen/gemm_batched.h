@@ -11,10 +11,9 @@
 //   - The tiles are walked B sliver by B sliver (the sliver stays in L1), one micro-kernel
 //     call per column of tiles (at least kMinCalls calls an item); after each call a slice
 //     of the NEXT item's A and B is prefetched, so that when its turn comes its operands
-//     are in L2. (Session 5 spread the slices over calls of 24 rows, ~40 an item instead of
-//     8; timed batch call by batch call, alternating, that was 0.5-2.5 points slower than
-//     whole columns on 64 x (128x128x64) and its B^T variant: bench/README, "Session 7:
-//     batched".)
+//     are in L2. (Slices spread over calls of 24 rows, ~40 an item instead of 8, were
+//     0.5-2.5 points slower than whole columns on 64 x (128x128x64) and its B^T variant,
+//     timed batch call by batch call, alternating: bench/README.md, "Tried and not kept".)
 //   - The epilogue runs on each call's tiles right after the micro-kernel, still in L1.
 //
 // It is a template over the GEMM driver's epilogue type (codegen/gemm.cpp's Epilogue<T>:

@@ -1,6 +1,5 @@
 // bf16 GEMM: the entry point, and the path for a CPU without bf16 arithmetic (no
-// AVX512-BF16: the Zen 3 host of sessions 1-10); CPUs with it take the native kernel (end of
-// this comment).
+// AVX512-BF16, e.g. AMD Zen 3); CPUs with it take the native kernel (end of this comment).
 //
 // Without AVX512-BF16, bf16 is a storage format: the operands are widened to f32 (exact: a bf16 is the top
 // half of an f32) in blocks, the f32 GEMM engine (codegen/gemm.h) multiplies the blocks with

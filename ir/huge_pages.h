@@ -5,8 +5,8 @@
 // AdamW traffic a step) and over an arena of hundreds of MiB; in 4 KiB pages each 2 MiB of
 // that is 512 TLB entries. Tensors, the arena and the GEMM packing buffers on 2 MiB pages:
 // base bf16 step 869-898 ms against 891-912 (median 879 against 909), base fp32 1610-1731
-// against 1706-1783, in alternating runs, the same resident size (bench/README "Session
-// 13"; TGC_NO_HUGE_PAGES=1 for the 4 KiB runs).
+// against 1706-1783, in alternating runs on a 2-vCPU Zen 4, the same resident size
+// (bench/README.md, "What each switch buys"; TGC_NO_HUGE_PAGES=1 for the 4 KiB runs).
 #pragma once
 
 #include <cstddef>

@@ -2,10 +2,10 @@
 // runtime/executable.cpp): random pairs of real products on a 2-thread pool, as the
 // executable runs them (f32 and f64, transposes, direct A, epilogues, column sums, K
 // super-blocks, batches that must not offer, empty products), both sides finishing first in
-// turn, every C and sum bit-identical to the same product run alone. Then the failure
-// modes the review of session 10 found (bench/README "Session 10: review"; fixed in
-// 027f889): a block that throws on the owner or on the helper, and a pair run inside
-// another pool's job, whose halves then run one after the other.
+// turn, every C and sum bit-identical to the same product run alone. Then three failure
+// modes that once hung or leaked an offer (fixed in 027f889): a block that throws on the
+// owner or on the helper, and a pair run inside another pool's job, whose halves then run
+// one after the other.
 #include "codegen/gemm_pair_share.h"
 
 #include <gtest/gtest.h>
