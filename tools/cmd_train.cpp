@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -35,11 +36,27 @@ namespace fs = std::filesystem;
 constexpr int64_t kNumeralsBatch = 64;
 constexpr const char* kNumeralsSets[][2] = {{"p_drop", "0"}, {"label_smoothing", "0"}};
 
+// The config entries the built-in data of `task` sets before the user's --set entries (those
+// the model has): the numerals and the built-in text and labels are clean and plentiful, so
+// no dropout and no label smoothing.
+std::vector<std::pair<std::string, std::string>> builtinSets(const train::ModelSpec& m,
+                                                             const std::string& task) {
+  (void)task;
+  std::vector<std::pair<std::string, std::string>> out;
+  const CompiledModel probe = compileModelFile(m.path, m.options(""));
+  for (const auto& [k, v] : kNumeralsSets)
+    for (const auto& entry : probe.config)
+      if (entry.first == k) out.emplace_back(k, v);
+  return out;
+}
+
 struct TrainArgs {
   ModelArgs model;
   std::string data, alignedEn, alignedZh;
   std::string source = "zh", english = "words";
-  int64_t spmVocab = 8000, maxTokens = 64;
+  std::string task, tokens, packing = "lines", labelColumn = "first";
+  int64_t blockLength = 64;
+  int64_t spmVocab = 0, maxTokens = 0;
   int64_t steps = 0;
   double minutes = 0;
   std::string out, resume;
@@ -120,15 +137,16 @@ std::string defaultOutDir(const train::ModelSpec& m, const train::DataSpec& d) {
 }
 
 void printSummary(train::Trainer& t, const train::TrainResult& r, const train::EvalResult* test,
-                  int samples) {
-  const auto& d = t.data();
+                  int samples, const std::string& extra = "") {
   const double tokS = r.stepSeconds > 0 ? static_cast<double>(r.tokens) / r.stepSeconds : 0;
   fmt::print("\n{}\n", r.message);
   fmt::print("steps {} ({} this run, {} skipped) in {:.1f} s: compile {:.1f} s, steps {:.1f} s "
              "({:.2f} steps/s, {:.0f} tokens/s)\n",
              r.step, r.stepsRun, r.skipped, r.seconds, r.compileSeconds, r.stepSeconds,
              r.stepSeconds > 0 ? static_cast<double>(r.stepsRun) / r.stepSeconds : 0, tokS);
+  fmt::print("{}", extra);
   if (test) {
+    const auto& d = t.data();
     const bool builtin = !d.test.empty();
     fmt::print("{}: exact match {:.1f}% ({} sentences), BLEU {:.1f} ({:.1f} s)\n",
                builtin ? "test (held-out numbers)" : "validation split", 100 * test->exactMatch,
@@ -163,6 +181,7 @@ int runTrain(TrainArgs& a) {
 
   std::unique_ptr<train::Trainer> trainer;
   bool builtin = true;
+  std::string task;
   if (!a.resume.empty()) {
     if (!a.model.model.empty())
       throw std::invalid_argument("--resume takes the model from the checkpoint: give no MODEL");
@@ -173,13 +192,17 @@ int runTrain(TrainArgs& a) {
           "--precision {}: the run in {} trains with {} matmuls (a resumed run keeps its "
           "precision)", a.precision == DType::bf16 ? "bf16" : "fp32", a.resume,
           saved == DType::bf16 ? "bf16" : "fp32"));
-    builtin = !trainer->data().test.empty();
+    task = trainer->binding().task;
+    builtin = trainer->dataSpec().builtin();
   } else {
     if (a.model.model.empty()) throw std::invalid_argument("give a MODEL file (or --resume DIR)");
     train::ModelSpec m;
     m.path = fs::absolute(a.model.model).lexically_normal().string();
     m.preset = a.model.preset;
     m.libPaths = a.model.libs;
+    for (const auto& kv : toModelOptions(a.model).sets) m.sets.push_back(kv);
+    // The binding says which task feeds the model; the defaults depend on it.
+    task = train::findBinding(m, a.task).task;
     train::DataSpec d;
     d.seed = a.seed;
     if (!a.data.empty() && !a.alignedEn.empty())
@@ -191,19 +214,39 @@ int runTrain(TrainArgs& a) {
       d.kind = "aligned";
       d.path = fs::absolute(a.alignedEn).string();
       d.path2 = fs::absolute(a.alignedZh).string();
+    } else if (task == "tensors") {
+      throw std::invalid_argument(
+          "the tensors task has no built-in data: give --data FILE.safetensors (or a folder of shards)");
+    } else if (task != "translation") {
+      d.kind = "builtin";
     }
-    builtin = d.kind == "numerals";
+    builtin = d.builtin();
     d.source = a.source;
     d.english = a.english;
-    d.sentencePieceVocab = a.spmVocab;
-    d.maxTokens = a.maxTokens;
-    if (builtin)
-      for (const auto& [k, v] : kNumeralsSets) m.sets.emplace_back(k, v);
-    for (const auto& kv : toModelOptions(a.model).sets) m.sets.push_back(kv);
+    d.tokens = a.tokens;
+    d.packing = a.packing;
+    d.blockLength = a.blockLength;
+    d.labelColumn = a.labelColumn;
+    if (task == "translation") {
+      d.sentencePieceVocab = a.spmVocab > 0 ? a.spmVocab : 8000;
+      d.maxTokens = a.maxTokens > 0 ? a.maxTokens : 64;
+    } else {
+      d.source.clear();
+      d.sentencePieceVocab = a.spmVocab > 0 ? a.spmVocab : 2000;
+      d.maxTokens = a.maxTokens > 0 ? a.maxTokens : 128;
+      d.validFraction = task == "lm" ? 0.05 : 0.1;
+      if (builtin) d.trainSize = task == "lm" ? 6000 : 4000;
+    }
+    // The built-in data's defaults come first; the user's --set entries after them.
+    if (builtin) {
+      const auto sets = builtinSets(m, task);
+      m.sets.insert(m.sets.begin(), sets.begin(), sets.end());
+    }
 
     train::TrainConfig c;
     c.batchSize = a.batch > 0 ? a.batch : kNumeralsBatch;
     c.buckets = a.buckets;
+    c.task = a.task;
     c.seed = a.seed;
     c.optimizer.schedule = a.schedule;
     c.optimizer.lr = a.lr;
@@ -221,11 +264,13 @@ int runTrain(TrainArgs& a) {
     const std::string out = a.out.empty() ? defaultOutDir(m, d) : a.out;
     std::cerr << fmt::format("training {} ({}{}) on the {} into {}\n", a.model.model,
                              m.preset.empty() ? "default config" : "preset " + m.preset,
-                             a.precision == DType::bf16 ? ", bf16 matmuls" : "", d.describe(), out);
+                             a.precision == DType::bf16 ? ", bf16 matmuls" : "", d.describe(task), out);
     trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr, target);
   }
   trainer->setTty(isatty(STDERR_FILENO));
   if (!a.exportData.empty()) {
+    if (task != "translation")
+      throw std::invalid_argument(fmt::format("--export-data writes translation data; this run's task is {}", task));
     // The run's data for another implementation (bench/tatoeba_bleu.py); no training.
     train::DataExportInfo info;
     info.spec = trainer->dataSpec();
@@ -245,7 +290,8 @@ int runTrain(TrainArgs& a) {
   rule.steps = a.steps;
   const double minutes = a.minutesOpt->count() ? a.minutes : a.steps > 0 ? 0 : builtin ? 2.0 : 30.0;
   rule.seconds = minutes * 60;
-  rule.reserveSentences = static_cast<int64_t>(train::evalSplit(trainer->data()).size());
+  rule.reserveSentences =
+      task == "translation" ? static_cast<int64_t>(train::evalSplit(trainer->data()).size()) : 0;
 
   gInterrupted.store(false);
   struct sigaction sa {};
@@ -271,10 +317,22 @@ int runTrain(TrainArgs& a) {
     std::cerr << "tgc train: error: " << r.message << "\n";
     return 1;
   }
-  const train::DecodeOptions dec = trainer->decodeOptions();
-  const train::EvalResult test =
-      train::evaluatePairs(trainer->translator(), trainer->data(), train::evalSplit(trainer->data()), dec);
-  printSummary(*trainer, r, &test, a.samples);
+  if (task == "translation") {
+    const train::DecodeOptions dec = trainer->decodeOptions();
+    const train::EvalResult test =
+        train::evaluatePairs(trainer->translator(), trainer->data(), train::evalSplit(trainer->data()), dec);
+    printSummary(*trainer, r, &test, a.samples);
+    return 0;
+  }
+  // The whole validation split with the task's metric, and what the task shows of it.
+  const auto t0 = std::chrono::steady_clock::now();
+  const train::ValidRow v = trainer->score(0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string extra = fmt::format("validation split ({} {}): {} ({:.1f} s)\n",
+                                  trainer->task().validExamples(), task == "tensors" ? "rows" : "sentences",
+                                  train::scoreText(trainer->task().metric(), v), took);
+  extra += trainer->report(a.samples);
+  printSummary(*trainer, r, nullptr, 0, extra);
   return 0;
 }
 
@@ -294,8 +352,31 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--lib", a->model.libs, "Extra folder searched for imports (repeatable)")
       ->option_text("DIR")
       ->allow_extra_args(false);
-  cmd->add_option("--data", a->data, "Tatoeba-style TSV corpus (default: the built-in numerals task)")
+  cmd->add_option("--data", a->data,
+                  "The task's data: translation a Tatoeba-style TSV corpus, lm a text file, "
+                  "classification a TSV of labels and texts, tensors a safetensors file or a "
+                  "folder of shards (default: the task's built-in data)")
       ->option_text("FILE");
+  cmd->add_option("--task", a->task,
+                  "The binding that feeds the model, by its task (translation, lm, "
+                  "classification, tensors), when the model file declares several")
+      ->option_text("NAME");
+  cmd->add_option("--tokens", a->tokens,
+                  "lm and classification: tokens as chars, words or sentencepiece subwords "
+                  "(default chars for lm, words for classification)")
+      ->check(CLI::IsMember({"chars", "words", "sentencepiece"}));
+  cmd->add_option("--pack", a->packing,
+                  "lm: each line a sequence, or the text packed into blocks of --block tokens")
+      ->check(CLI::IsMember({"lines", "blocks"}))
+      ->capture_default_str();
+  cmd->add_option("--block", a->blockLength, "lm --pack blocks: tokens per block")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--label-column", a->labelColumn,
+                  "classification: the TSV's label is its first column (label<TAB>text) or its "
+                  "last (text<TAB>label)")
+      ->check(CLI::IsMember({"first", "last"}))
+      ->capture_default_str();
   cmd->add_option("--aligned", [a](const CLI::results_t& r) {
         a->alignedEn = r.at(0);
         a->alignedZh = r.at(1);
@@ -309,10 +390,13 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--english", a->english, "Corpus: English as words or sentencepiece subwords")
       ->check(CLI::IsMember({"words", "sentencepiece"}))
       ->capture_default_str();
-  cmd->add_option("--spm-vocab", a->spmVocab, "Corpus: SentencePiece vocabulary size")
-      ->capture_default_str();
-  cmd->add_option("--max-tokens", a->maxTokens, "Corpus: drop pairs with a longer side")
-      ->capture_default_str();
+  cmd->add_option("--spm-vocab", a->spmVocab,
+                  "SentencePiece vocabulary size (default 8000 translation, 2000 lm and classification)")
+      ->option_text("N");
+  cmd->add_option("--max-tokens", a->maxTokens,
+                  "Drop examples with more tokens (default 64 translation, either side; 128 lm lines "
+                  "and classification)")
+      ->option_text("N");
   cmd->add_option("--steps", a->steps, "Stop at this many steps (batches) in all")
       ->option_text("N")
       ->check(CLI::NonNegativeNumber);

@@ -96,7 +96,8 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
   }
   f.tensors.insert_or_assign(kHistory, std::move(h));
   json valid = json::array();
-  for (const ValidRow& v : c.valid) valid.push_back({v.step, v.loss, v.exactMatch, v.bleu});
+  for (const ValidRow& v : c.valid)
+    valid.push_back({v.step, v.loss, v.exactMatch, v.bleu, v.perplexity, v.accuracy});
   f.metadata = {{"format", kFormat},
                 {"version", std::to_string(kVersion)},
                 {"step", std::to_string(c.step)},
@@ -110,6 +111,7 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
                 {"src_vocab", c.srcVocab.toJson()},
                 {"tgt_vocab", c.tgtVocab.toJson()},
                 {"valid_history", valid.dump()}};
+  if (!c.taskState.empty()) f.metadata.emplace("task_state", c.taskState);
   writeSafetensors(path, f);
 }
 
@@ -157,6 +159,10 @@ Checkpoint loadCheckpoint(const std::string& path) {
   c.model = meta("model");
   c.data = meta("data");
   c.options = meta("options");
+  if (auto it = f.metadata.find("task_state"); it != f.metadata.end()) {
+    c.taskState = it->second;
+    if (!json::accept(c.taskState)) throw bad("'task_state' is not JSON");
+  }
   try {
     c.srcVocab = data::Vocab::fromJson(meta("src_vocab"), path + " (src_vocab)");
     c.tgtVocab = data::Vocab::fromJson(meta("tgt_vocab"), path + " (tgt_vocab)");
@@ -164,9 +170,11 @@ Checkpoint loadCheckpoint(const std::string& path) {
     throw CheckpointError(e.what());
   }
   try {
+    // Rows of four from runs before perplexity and accuracy.
     for (const auto& v : json::parse(meta("valid_history")))
       c.valid.push_back({v.at(0).get<int64_t>(), v.at(1).get<double>(), v.at(2).get<double>(),
-                         v.at(3).get<double>()});
+                         v.at(3).get<double>(), v.size() > 4 ? v.at(4).get<double>() : 0.0,
+                         v.size() > 5 ? v.at(5).get<double>() : 0.0});
   } catch (const json::exception& e) {
     throw bad(fmt::format("valid_history: {}", e.what()));
   }

@@ -8,7 +8,8 @@
 //     metadata:  format "tgc-checkpoint", version, step (batches consumed), updates
 //                (optimizer steps applied: skipped steps consume a batch but no update),
 //                skipped, seconds, the model, data and options as JSON, both vocabularies
-//                as JSON, and the validation history as JSON
+//                as JSON (translation), the task's state as JSON (other tasks: their
+//                vocabulary and labels), and the validation history as JSON
 //
 // The data order and dropout are pure functions of (seed, step), so the step counters are
 // the whole random state. Writing goes through writeSafetensors (temporary file, fsync,
@@ -43,8 +44,10 @@ struct HistoryRow {
 struct ValidRow {
   int64_t step = 0;
   double loss = 0;        // token-averaged, label smoothing included
-  double exactMatch = 0;  // 0..1, greedy
-  double bleu = 0;        // 0..100, greedy (sacreBLEU's corpus BLEU)
+  double exactMatch = 0;  // translation: 0..1, greedy
+  double bleu = 0;        // translation: 0..100, greedy (sacreBLEU's corpus BLEU)
+  double perplexity = 0;  // lm: exp(loss)
+  double accuracy = 0;    // classification: 0..1
   friend bool operator==(const ValidRow&, const ValidRow&) = default;
 };
 
@@ -54,7 +57,10 @@ struct Checkpoint {
   double seconds = 0;  // training time so far (compiles and evaluation included)
   int64_t maxTargetTokens = 0;  // the longest training target (bounds decoding)
   std::string model, data, options;  // JSON (ModelSpec, DataSpec, the trainer's options)
-  data::Vocab srcVocab, tgtVocab;
+  data::Vocab srcVocab, tgtVocab;  // translation
+  // What the run's task keeps besides (JSON; "" for translation, whose vocabularies are
+  // above): the lm and classification vocabularies, the label names.
+  std::string taskState;
   std::vector<HistoryRow> history;
   std::vector<ValidRow> valid;
 

@@ -68,14 +68,50 @@ std::string lossCsv(const std::vector<HistoryRow>& history) {
 }
 
 std::string validCsv(const std::vector<ValidRow>& valid) {
-  std::string out = "step,loss,exact_match,bleu\n";
+  std::string out = "step,loss,exact_match,bleu,perplexity,accuracy\n";
   for (const ValidRow& v : valid)
-    out += fmt::format("{},{},{},{}\n", v.step, num(v.loss), num(v.exactMatch), num(v.bleu));
+    out += fmt::format("{},{},{},{},{},{}\n", v.step, num(v.loss), num(v.exactMatch), num(v.bleu),
+                       num(v.perplexity), num(v.accuracy));
   return out;
 }
 
+namespace {
+
+// The right axis: the task's metric on a scale from 0 to `top`, with its label and tick text.
+struct MetricAxis {
+  std::string label;
+  double top = 1;
+  bool percent = false;  // ticks as 0%..100% of top
+  double (*get)(const ValidRow&) = nullptr;
+};
+
+MetricAxis metricAxis(const std::string& metric, const std::vector<ValidRow>& valid) {
+  MetricAxis a;
+  if (metric == "bleu") {
+    a = {"validation BLEU", 0, false, [](const ValidRow& v) { return v.bleu; }};
+    for (const ValidRow& v : valid) a.top = std::max(a.top, v.bleu);
+    a.top = a.top > 0 ? std::ceil(a.top / 5) * 5 : 5;
+  } else if (metric == "perplexity") {
+    a = {"validation perplexity", 0, false, [](const ValidRow& v) { return v.perplexity; }};
+    // The first validations of a run can be far above the rest: the scale follows the
+    // median, and larger values sit at the top edge.
+    std::vector<double> p;
+    for (const ValidRow& v : valid)
+      if (std::isfinite(v.perplexity)) p.push_back(v.perplexity);
+    std::sort(p.begin(), p.end());
+    a.top = p.empty() ? 10 : std::max(2.0, std::ceil(2 * p[p.size() / 2]));
+  } else if (metric == "accuracy") {
+    a = {"validation accuracy", 1, true, [](const ValidRow& v) { return v.accuracy; }};
+  } else if (metric == "exact_match") {
+    a = {"validation exact match", 1, true, [](const ValidRow& v) { return v.exactMatch; }};
+  }
+  return a;
+}
+
+}  // namespace
+
 std::string lossSvg(const std::vector<HistoryRow>& history, const std::vector<ValidRow>& valid,
-                    const std::string& title) {
+                    const std::string& title, const std::string& metric) {
   constexpr double W = 800, H = 450, L = 70, R = 70, T = 40, B = 50;
   const double pw = W - L - R, ph = H - T - B;
   std::string s = fmt::format(
@@ -98,7 +134,8 @@ std::string lossSvg(const std::vector<HistoryRow>& history, const std::vector<Va
   if (maxLoss <= 0) maxLoss = 1;
   auto x = [&](double step) { return L + pw * step / maxStep; };
   auto y = [&](double loss) { return T + ph * (1 - std::clamp(loss / maxLoss, 0.0, 1.0)); };
-  auto yAcc = [&](double acc) { return T + ph * (1 - std::clamp(acc, 0.0, 1.0)); };
+  const MetricAxis axis = metricAxis(metric, valid);
+  auto yAcc = [&](double m) { return T + ph * (1 - std::clamp(m / axis.top, 0.0, 1.0)); };
 
   // Axes, grid and ticks.
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n",
@@ -155,41 +192,49 @@ std::string lossSvg(const std::vector<HistoryRow>& history, const std::vector<Va
   polyline(raw, "#9ecae1", 1);
   polyline(smooth, "#08519c", 2);
 
-  // Validation: loss as points, exact match (right axis, 0..100%) as a line.
+  // Validation: loss as points, the task's metric (right axis) as a line.
   std::vector<std::pair<double, double>> acc;
   for (const ValidRow& v : valid) {
     if (std::isfinite(v.loss))
       s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"#e6550d\"/>\n",
                        x(static_cast<double>(v.step)), y(v.loss));
-    acc.emplace_back(x(static_cast<double>(v.step)), yAcc(v.exactMatch));
+    if (axis.get && std::isfinite(axis.get(v)))
+      acc.emplace_back(x(static_cast<double>(v.step)), yAcc(axis.get(v)));
   }
-  polyline(acc, "#31a354", 2);
-  for (int pct = 0; pct <= 100; pct += 20)
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#31a354\">{}%</text>\n", L + pw + 6,
-                     yAcc(pct / 100.0) + 4, pct);
-  s += fmt::format(
-      "<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" fill=\"#31a354\" "
-      "transform=\"rotate(90 {0} {1})\">validation exact match</text>\n",
-      W - 18, T + ph / 2);
+  if (axis.get) {
+    polyline(acc, "#31a354", 2);
+    for (double t : axis.percent ? std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0} : ticks(0, axis.top, 5))
+      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#31a354\">{}</text>\n", L + pw + 6,
+                       yAcc(t) + 4, axis.percent ? fmt::format("{:.0f}%", 100 * t) : num(t));
+    s += fmt::format(
+        "<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" fill=\"#31a354\" "
+        "transform=\"rotate(90 {0} {1})\">{2}</text>\n",
+        W - 18, T + ph / 2, axis.label);
+  }
 
   // Legend.
   const double lx = L + 12, ly = T + 14;
   s += fmt::format(
       "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#9ecae1\"/><text x=\"{3}\" y=\"{4}\">training loss</text>\n"
       "<line x1=\"{0}\" y1=\"{5}\" x2=\"{2}\" y2=\"{5}\" stroke=\"#08519c\" stroke-width=\"2\"/><text x=\"{3}\" y=\"{6}\">training loss, averaged</text>\n"
-      "<circle cx=\"{7}\" cy=\"{8}\" r=\"3.5\" fill=\"#e6550d\"/><text x=\"{3}\" y=\"{9}\">validation loss</text>\n"
-      "<line x1=\"{0}\" y1=\"{10}\" x2=\"{2}\" y2=\"{10}\" stroke=\"#31a354\" stroke-width=\"2\"/><text x=\"{3}\" y=\"{11}\">validation exact match</text>\n",
-      lx, ly, lx + 24, lx + 30, ly + 4, ly + 16, ly + 20, lx + 12, ly + 32, ly + 36, ly + 48, ly + 52);
+      "<circle cx=\"{7}\" cy=\"{8}\" r=\"3.5\" fill=\"#e6550d\"/><text x=\"{3}\" y=\"{9}\">validation loss</text>\n",
+      lx, ly, lx + 24, lx + 30, ly + 4, ly + 16, ly + 20, lx + 12, ly + 32, ly + 36);
+  if (axis.get)
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#31a354\" stroke-width=\"2\"/>"
+        "<text x=\"{3}\" y=\"{4}\">{5}</text>\n",
+        lx, ly + 48, lx + 24, lx + 30, ly + 52, axis.label);
   s += "</svg>\n";
   return s;
 }
 
 void writeReports(const std::string& dir, const std::vector<HistoryRow>& history,
-                  const std::vector<ValidRow>& valid, const std::string& title) {
+                  const std::vector<ValidRow>& valid, const std::string& title,
+                  const std::string& metric) {
   const std::filesystem::path d(dir);
   writeFile((d / "loss.csv").string(), lossCsv(history));
   writeFile((d / "valid.csv").string(), validCsv(valid));
-  writeFile((d / "loss.svg").string(), lossSvg(history, valid, title));
+  writeFile((d / "loss.svg").string(), lossSvg(history, valid, title, metric));
 }
 
 }  // namespace tgc::train

@@ -62,6 +62,11 @@ std::string DataSpec::toJson() const {
   j["valid_fraction"] = validFraction;
   j["train_size"] = trainSize;
   j["seed"] = seed;
+  j["tokens"] = tokens;
+  j["lowercase"] = lowercase;
+  j["packing"] = packing;
+  j["block_length"] = blockLength;
+  j["label_column"] = labelColumn;
   return j.dump();
 }
 
@@ -79,15 +84,27 @@ DataSpec DataSpec::fromJson(std::string_view text) {
     s.validFraction = j.at("valid_fraction").get<double>();
     s.trainSize = j.at("train_size").get<int64_t>();
     s.seed = j.at("seed").get<uint64_t>();
+    // Runs from before the other tasks have none of these (translation ignores them).
+    s.tokens = j.value("tokens", std::string());
+    s.lowercase = j.value("lowercase", -1);
+    s.packing = j.value("packing", std::string("lines"));
+    s.blockLength = j.value("block_length", int64_t{64});
+    s.labelColumn = j.value("label_column", std::string("first"));
     return s;
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("invalid data description: {}", e.what()));
   }
 }
 
-std::string DataSpec::describe() const {
+std::string DataSpec::describe(const std::string& task) const {
   if (kind == "numerals") return "built-in numerals task (Chinese numerals → English words)";
+  if (kind == "builtin")
+    return task == "lm" ? "built-in text (language modelling)"
+                        : fmt::format("built-in {} data", task);
   const std::string name = std::filesystem::path(path).filename().string();
+  if (task == "lm") return fmt::format("text {} (language modelling, {})", name, packing);
+  if (task == "classification") return fmt::format("labelled text {} (classification)", name);
+  if (task == "tensors") return fmt::format("tensors {}", name);
   return fmt::format("corpus {} ({}→{})", name, source, source == "zh" ? "en" : "zh");
 }
 

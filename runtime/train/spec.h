@@ -22,28 +22,42 @@ struct ModelSpec {
 
   // Options compiling `graph` with the given dims (B, S, T); `extra` sets come last.
   ModelOptions options(const std::string& graph,
-                       const std::vector<std::pair<std::string, int64_t>>& dims,
+                       const std::vector<std::pair<std::string, int64_t>>& dims = {},
                        const std::vector<std::pair<std::string, std::string>>& extra = {}) const;
   std::string toJson() const;
   static ModelSpec fromJson(std::string_view text);
 };
 
 struct DataSpec {
-  std::string kind = "numerals";  // numerals | tsv | aligned
+  // Where the data comes from: "numerals" (the translation task's built-in data), "builtin"
+  // (the built-in data of the lm and classification tasks), "tsv" (a file given with --data:
+  // a Tatoeba corpus for translation, text for lm, label and text for classification, a
+  // safetensors file or folder of shards for tensors), "aligned" (translation: two files).
+  std::string kind = "numerals";
   std::string path;               // tsv: the file; aligned: the English file
   std::string path2;              // aligned: the Chinese file
-  std::string source = "zh";      // translate from this language (zh | en)
-  std::string english = "words";  // English tokens: words | sentencepiece
+  std::string source = "zh";      // translation: from this language (zh | en)
+  std::string english = "words";  // translation: English tokens: words | sentencepiece
   int64_t sentencePieceVocab = 8000;
-  int64_t maxTokens = 64;         // corpus pairs with a longer side are dropped
-  double validFraction = 0.05;    // corpora
-  int64_t trainSize = 100'000;    // the built-in task's training examples
+  int64_t maxTokens = 64;         // longer examples are dropped (translation: either side)
+  double validFraction = 0.05;    // files
+  int64_t trainSize = 100'000;    // the built-in data's training examples
   uint64_t seed = 1;
+  // lm and classification: tokens as chars, words or sentencepiece ("": the task's default:
+  // chars for lm, words for classification), lowercased (-1: the task's default).
+  std::string tokens;
+  int lowercase = -1;
+  // lm: sequences are lines, or the text packed into blocks of blockLength tokens.
+  std::string packing = "lines";
+  int64_t blockLength = 64;
+  // classification: which column of the TSV holds the label (first | last).
+  std::string labelColumn = "first";
 
   std::string toJson() const;
   static DataSpec fromJson(std::string_view text);
   // One line for logs: "built-in numerals" or "corpus cmn.txt (zh→en)".
-  std::string describe() const;
+  std::string describe(const std::string& task = "translation") const;
+  bool builtin() const { return kind == "numerals" || kind == "builtin"; }
 };
 
 // Reads or generates the data (deterministic in the spec).

@@ -42,10 +42,34 @@ std::string countText(double v) {
                   : v >= 1e3 ? fmt::format("{:.1f}k", v / 1e3) : fmt::format("{:.0f}", v);
 }
 
-int64_t configInt(const CompiledModel& m, const std::string& key) {
+// The noam schedule's d_model: the model's config entry of that name.
+int64_t noamDModel(const CompiledModel& m) {
   for (const auto& [k, v] : m.config)
-    if (k == key && std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v);
-  throw std::runtime_error(fmt::format("the model has no integer config entry '{}'", key));
+    if (k == "d_model" && std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v);
+  throw std::runtime_error(
+      "the noam schedule scales the learning rate by d_model^-0.5, and the model has no integer "
+      "config entry 'd_model': train with --schedule constant --lr RATE");
+}
+
+// The binding that feeds the run: the one named by its task, or the only one there is.
+DataBinding chooseBinding(const CompiledModel& m, const std::string& task, const std::string& path) {
+  std::string known;
+  for (const DataBinding& b : m.bindings) known += (known.empty() ? "" : ", ") + b.task;
+  if (m.bindings.empty())
+    throw std::runtime_error(fmt::format(
+        "{}: error: the model declares no data binding, so tgc train does not know which data "
+        "feeds which graph input; add one, e.g. `bind lm to train {{ input tokens = tokens ... }}` "
+        "(docs/language.md, \"Data bindings\")", path));
+  if (task.empty()) {
+    if (m.bindings.size() == 1) return m.bindings.front();
+    throw std::runtime_error(fmt::format(
+        "{}: error: the model declares {} data bindings ({}): choose one with --task", path,
+        m.bindings.size(), known));
+  }
+  for (const DataBinding& b : m.bindings)
+    if (b.task == task) return b;
+  throw std::runtime_error(fmt::format("--task {}: the model declares no binding of that task (it has: {})",
+                                       task, known));
 }
 
 // The run directory of a checkpoint file: the folder above "checkpoints".
@@ -57,12 +81,20 @@ std::string runDirOf(const std::string& checkpointPath) {
 
 }  // namespace
 
+DataBinding findBinding(const ModelSpec& model, const std::string& task) {
+  DataBinding b = chooseBinding(compileModelFile(model.path, model.options("")), task, model.path);
+  // Compiling the bound graph checks the binding against it (errors at file:line:col).
+  compileModelFile(model.path, model.options(b.graph));
+  return b;
+}
+
 // ---- configuration -------------------------------------------------------------------------
 
 std::string TrainConfig::toJson() const {
   json j;
   j["batch_size"] = batchSize;
   j["buckets"] = buckets;
+  j["task"] = task;
   j["seed"] = seed;
   j["valid_every"] = validEvery;
   j["valid_size"] = validSize;
@@ -85,6 +117,7 @@ TrainConfig TrainConfig::fromJson(std::string_view text) {
     TrainConfig c;
     c.batchSize = j.at("batch_size").get<int64_t>();
     c.buckets = j.at("buckets").get<int>();
+    c.task = j.value("task", std::string());
     c.seed = j.at("seed").get<uint64_t>();
     c.validEvery = j.at("valid_every").get<int64_t>();
     c.validSize = j.at("valid_size").get<int64_t>();
@@ -184,31 +217,52 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
   if (int n = removeStaleTemporaries(outDir_))
     say(fmt::format("removed {} temporary file{} of an interrupted checkpoint save", n, n == 1 ? "" : "s"));
 
-  const auto t0 = Clock::now();
-  data_ = loadData(dataSpec_);
-  say(fmt::format("data: {} ({:.1f} s)", data_.summary, since(t0)));
+  // The binding (checked against its graph by the front end) says which task feeds which
+  // inputs; compiling with the config defaults finds it before any data is read.
+  {
+    binding_ = findBinding(model_, config_.task);
+    CompiledModel probe = compileModelFile(model_.path, model_.options(binding_.graph));
+    if (probe.loss_output < 0)
+      throw std::runtime_error(fmt::format("{}: the graph '{}' that the binding feeds has no output 'loss'",
+                                           binding_.loc, binding_.graph));
+    if (!probe.training)
+      throw std::runtime_error(fmt::format("{}: the graph '{}' that the binding feeds is not marked `training`",
+                                           binding_.loc, binding_.graph));
+    const auto t0 = Clock::now();
+    task_ = makeTask(dataSpec_, binding_, {config_.batchSize, config_.buckets});
+    say(fmt::format("data: {} ({:.1f} s)", task_->summary(), since(t0)));
+  }
+  modelWithVocab_ = model_;
   if (from) {
-    if (!(from->srcVocab == data_.srcVocab) || !(from->tgtVocab == data_.tgtVocab))
-      throw std::runtime_error(
-          "the data no longer gives the checkpoint's vocabularies (was the corpus file changed?)");
-    modelWithVocab_ = model_;  // stored with its vocabulary sizes
+    task_->checkResume(*from);  // the model is stored with its bound values
   } else {
-    modelWithVocab_ = model_;
-    modelWithVocab_.sets.emplace_back("src_vocab", std::to_string(data_.srcVocab.size()));
-    modelWithVocab_.sets.emplace_back("tgt_vocab", std::to_string(data_.tgtVocab.size()));
+    for (const BindingEntry& e : binding_.configs) {
+      const std::optional<int64_t> v = task_->value(bindingKey(e));
+      if (!v)
+        throw std::runtime_error(fmt::format("{}: the {} task has no value '{}'", e.loc,
+                                             binding_.task, bindingKey(e)));
+      modelWithVocab_.sets.emplace_back(e.name, std::to_string(*v));
+    }
   }
 
-  data::BatchingOptions bo;
-  bo.batchSize = config_.batchSize;
-  bo.numBuckets = config_.buckets;
-  bo.dropPartial = true;
-  batcher_ = std::make_unique<data::Batcher>(data::encodeSplit(data_, data_.train), bo);
-  for (const auto& p : data_.train)
-    maxTargetTokens_ = std::max<int64_t>(maxTargetTokens_, static_cast<int64_t>(p.tgt.size()));
-  steps_.assign(batcher_->buckets().size(), -1);
-  std::string shapes;
-  for (const auto& b : batcher_->buckets()) shapes += fmt::format(" {}x{}", b.srcLen, b.tgtLen);
-  say(fmt::format("batches: {} sentences, buckets (S x T):{}", config_.batchSize, shapes));
+  if (task_->buckets().empty())
+    throw std::runtime_error(fmt::format("the {} task's training split is empty", binding_.task));
+  {
+    // The graph as the first bucket's batches will feed it.
+    const CompiledModel m = compileModelFile(
+        modelWithVocab_.path, modelWithVocab_.options(binding_.graph, graphDims(task_->buckets().front())));
+    std::map<std::string, TensorType> types;
+    for (const Node* in : m.graph->inputs()) types.emplace(in->result()->name(), in->result()->type());
+    task_->checkInputs(types);
+  }
+  steps_.assign(task_->buckets().size(), -1);
+  std::string shapes, dimNames;
+  for (const BucketDims& b : task_->buckets()) shapes += " " + shapeText(b);
+  for (const BindingEntry& e : binding_.dims)
+    if (e.from != "batch") dimNames += (dimNames.empty() ? "" : " x ") + e.name;
+  say(fmt::format("batches: {} {}, buckets ({}):{}", config_.batchSize,
+                  binding_.task == "tensors" ? "rows" : "sentences", dimNames.empty() ? "-" : dimNames,
+                  shapes));
 
   if (from) {
     backend_->editState() = runtime::ParamStore(from->tensors);
@@ -239,6 +293,27 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& checkpoint, std::str
 
 Trainer::~Trainer() = default;
 
+TranslationTask& Trainer::translation() const {
+  auto* t = dynamic_cast<TranslationTask*>(task_.get());
+  if (!t)
+    throw std::logic_error(fmt::format("the run's task is {}, not translation", task_->name()));
+  return *t;
+}
+
+std::vector<std::pair<std::string, int64_t>> Trainer::graphDims(const BucketDims& dims) const {
+  return ForwardRunner(modelWithVocab_, binding_, exec_).graphDims(dims);
+}
+
+std::string Trainer::shapeText(const BucketDims& dims) const {
+  std::string s;
+  for (const auto& [name, v] : graphDims(dims)) {
+    bool isBatch = false;
+    for (const BindingEntry& e : binding_.dims) isBatch = isBatch || (e.name == name && e.from == "batch");
+    if (!isBatch) s += (s.empty() ? "" : "x") + std::to_string(v);
+  }
+  return s.empty() ? std::to_string(config_.batchSize) : s;
+}
+
 void Trainer::say(const std::string& line) {
   if (!log_) return;
   if (tty_) *log_ << "\r\033[K";
@@ -252,14 +327,14 @@ int Trainer::stepFor(int bucket) {
   int& slot = steps_[static_cast<size_t>(bucket)];
   if (slot >= 0) return slot;
   const auto t0 = Clock::now();
-  const data::BucketShape& shape = batcher_->buckets()[static_cast<size_t>(bucket)];
-  CompiledModel m = compileModelFile(
-      modelWithVocab_.path,
-      modelWithVocab_.options("train", {{"B", config_.batchSize}, {"S", shape.srcLen}, {"T", shape.tgtLen}}));
-  if (m.loss_output < 0) throw std::runtime_error("the model's train graph has no output 'loss'");
+  const BucketDims& shape = task_->buckets()[static_cast<size_t>(bucket)];
+  CompiledModel m =
+      compileModelFile(modelWithVocab_.path, modelWithVocab_.options(binding_.graph, graphDims(shape)));
+  if (m.loss_output < 0)
+    throw std::runtime_error(fmt::format("the model's {} graph has no output 'loss'", binding_.graph));
   m.graph->setOutputs({m.graph->outputs()[static_cast<size_t>(m.loss_output)]});
   OptimizerConfig opt = config_.optimizer;
-  opt.d_model = configInt(m, "d_model");
+  if (opt.schedule == "noam") opt.d_model = noamDModel(m);
   buildTrainStep(*m.graph, opt);
   guardNonFinite(*m.graph);
   paramNames_.clear();
@@ -278,35 +353,20 @@ int Trainer::stepFor(int bucket) {
   const double s = since(t0);
   compileSeconds_ += s;
   const CompiledStepInfo info = backend_->info(slot);
-  say(fmt::format("compiled the training step for {}x{}{} in {:.1f} s ({} kernels, {} from the cache)",
-                  shape.srcLen, shape.tgtLen, onTarget_, s, info.distinctKernels, info.cacheHits));
+  say(fmt::format("compiled the training step for {}{} in {:.1f} s ({} kernels, {} from the cache)",
+                  shapeText(shape), onTarget_, s, info.distinctKernels, info.cacheHits));
   return slot;
 }
 
-runtime::Executable& Trainer::lossExecutable(const data::BucketShape& shape) {
-  if (lossExe_) return *lossExe_;
-  const auto t0 = Clock::now();
-  // The forward pass without dropout.
-  CompiledModel m = compileModelFile(
-      modelWithVocab_.path,
-      modelWithVocab_.options("train", {{"B", config_.batchSize}, {"S", shape.srcLen}, {"T", shape.tgtLen}},
-                              {{"p_drop", "0"}, {"attn_dropout", "0"}, {"ffn_dropout", "0"}}));
-  m.graph->setOutputs({m.graph->outputs()[static_cast<size_t>(m.loss_output)]});
-  runtime::ExecOptions e = exec_;
-  e.updateInPlace = false;
-  lossExe_ = runtime::Executable::compile(*m.graph, e);
-  compileSeconds_ += since(t0);
-  return *lossExe_;
+std::map<std::string, Tensor> Trainer::forward(const FieldBatch& batch) {
+  if (!forward_) forward_ = std::make_unique<ForwardRunner>(modelWithVocab_, binding_, exec_);
+  const double before = forward_->compileSeconds();
+  auto out = forward_->run(batch, parameters(), config_.seed, updates_ + 1);
+  compileSeconds_ += forward_->compileSeconds() - before;
+  return out;
 }
 
-DecodeOptions Trainer::decodeOptions() const {
-  DecodeOptions d;
-  d.batchSize = config_.decodeBatch;
-  Checkpoint c;
-  c.maxTargetTokens = maxTargetTokens_;
-  d.lengthCap = c.lengthCap();
-  return d;
-}
+DecodeOptions Trainer::decodeOptions() const { return translation().decodeOptions(config_.decodeBatch); }
 
 std::map<std::string, Tensor> Trainer::parameters() {
   return evaluationParameters(backend_->state().tensors());
@@ -322,41 +382,34 @@ void Trainer::updateAverages() {
 }
 
 Translator& Trainer::translator() {
-  if (!translator_) {
-    runtime::ExecOptions e = exec_;
-    e.updateInPlace = false;
-    translator_ = std::make_unique<Translator>(modelWithVocab_, parameters(), e);
-  } else {
-    translator_->setParams(parameters());
-  }
-  return *translator_;
+  runtime::ExecOptions e = exec_;
+  e.updateInPlace = false;
+  return translation().translator(modelWithVocab_, parameters(), e);
 }
 
 // ---- steps ---------------------------------------------------------------------------------
 
 HistoryRow Trainer::step() {
   if (epochPlanned_ < 0) {
-    epochPlan_ = batcher_->planEpoch(config_.seed, 0);
+    epochPlan_ = task_->planEpoch(config_.seed, 0);
     epochPlanned_ = 0;
     if (epochPlan_.empty())
       throw std::runtime_error(fmt::format(
-          "no full batch of {} sentences: the training data is too small for this batch size",
-          config_.batchSize));
+          "no full batch of {} {}: the training data ({} examples) is too small for this batch size",
+          config_.batchSize, binding_.task == "tensors" ? "rows" : "sentences", task_->trainExamples()));
   }
   const auto perEpoch = static_cast<int64_t>(epochPlan_.size());
   const int64_t epoch = stepCount_ / perEpoch;
   if (epoch != epochPlanned_) {
-    epochPlan_ = batcher_->planEpoch(config_.seed, static_cast<uint64_t>(epoch));
+    epochPlan_ = task_->planEpoch(config_.seed, static_cast<uint64_t>(epoch));
     epochPlanned_ = epoch;
   }
   const data::BatchPlan& plan = epochPlan_[static_cast<size_t>(stepCount_ % perEpoch)];
   const int exe = stepFor(plan.bucket);
-  const data::Batch batch = batcher_->makeBatch(plan);
+  const FieldBatch batch = task_->makeBatch(plan);
 
   std::map<std::string, Tensor> in;
-  in.emplace("src", batch.src);
-  in.emplace("tgt_in", batch.tgtIn);
-  in.emplace("tgt_out", batch.tgtOut);
+  for (const BindingEntry& e : binding_.inputs) in.emplace(e.name, batch.fields.at(e.from));
   in.emplace("seed", scalarI64(static_cast<int64_t>(config_.seed)));
   in.emplace("step", scalarI64(updates_ + 1));
   const auto t0 = Clock::now();
@@ -365,14 +418,14 @@ HistoryRow Trainer::step() {
   stepSeconds_ += took;
   stepSecondsThisRun_ += took;
   ++stepsThisRun_;
-  tokensThisRun_ += static_cast<double>(batch.srcTokens + batch.tgtTokens);
+  tokensThisRun_ += static_cast<double>(batch.tokens);
 
   HistoryRow r;
   r.step = ++stepCount_;
   r.loss = out.at("loss").getF(0);
   r.gradNorm = out.at("grad_norm").getF(0);
   r.lr = out.at("lr").getF(0);
-  r.tokens = batch.tgtTokens;
+  r.tokens = static_cast<int64_t>(batch.weight);
   if (out.at("finite").getI(0)) {
     ++updates_;
     badInARow_ = 0;
@@ -386,54 +439,43 @@ HistoryRow Trainer::step() {
   return r;
 }
 
+ValidationContext Trainer::validationContext(int64_t limit) {
+  ValidationContext ctx;
+  ctx.forward = [this](const FieldBatch& b) { return forward(b); };
+  ctx.limit = limit;
+  ctx.seed = config_.seed;
+  ctx.model = &modelWithVocab_;
+  ctx.parameters = [this] { return parameters(); };
+  ctx.exec = exec_;
+  ctx.decodeBatch = config_.decodeBatch;
+  return ctx;
+}
+
+ValidRow Trainer::score(int64_t limit) {
+  ValidationContext ctx = validationContext(limit);
+  ValidRow v = task_->validate(ctx);
+  v.step = stepCount_;
+  return v;
+}
+
+std::string Trainer::report(int samples) {
+  ValidationContext ctx = validationContext(0);
+  return task_->report(ctx, samples);
+}
+
 ValidRow Trainer::validate() {
   const auto t0 = Clock::now();
-  const auto& split = data_.valid;
-  const size_t n = config_.validSize > 0 ? std::min(split.size(), static_cast<size_t>(config_.validSize))
-                                         : split.size();
-  ValidRow v;
-  v.step = stepCount_;
-  if (n == 0) return v;
-  const std::vector<data::TokenizedPair> subset(split.begin(), split.begin() + static_cast<std::ptrdiff_t>(n));
-
-  // Loss: one bucket; the rows that fill up the last batch get all-padding targets, so they
-  // add no tokens and the result is the exact token average.
-  if (!validBatcher_) {
-    data::BatchingOptions bo;
-    bo.batchSize = config_.batchSize;
-    bo.numBuckets = 1;
-    bo.dropPartial = false;
-    validBatcher_ = std::make_unique<data::Batcher>(data::encodeSplit(data_, subset), bo);
+  const int64_t n = config_.validSize > 0 ? std::min(config_.validSize, task_->validExamples())
+                                          : task_->validExamples();
+  if (n == 0) {
+    ValidRow v;
+    v.step = stepCount_;
+    return v;
   }
-  double lossSum = 0;
-  int64_t tokens = 0;
-  std::map<std::string, Tensor> in = parameters();
-  in.insert_or_assign("seed", scalarI64(static_cast<int64_t>(config_.seed)));
-  in.insert_or_assign("step", scalarI64(updates_ + 1));
-  for (const data::BatchPlan& plan : validBatcher_->planEpoch(config_.seed, 0)) {
-    data::Batch b = validBatcher_->makeBatch(plan);
-    const int64_t T = b.tgtOut.shape()[1];
-    for (int64_t i = b.rows * T; i < b.tgtOut.numel(); ++i) b.tgtOut.setI(i, 0);
-    runtime::Executable& exe = lossExecutable(validBatcher_->buckets()[static_cast<size_t>(plan.bucket)]);
-    in.insert_or_assign("src", b.src);
-    in.insert_or_assign("tgt_in", b.tgtIn);
-    in.insert_or_assign("tgt_out", b.tgtOut);
-    lossSum += exe.run(in)[0].getF(0) * static_cast<double>(b.tgtTokens);
-    tokens += b.tgtTokens;
-  }
-  v.loss = tokens ? lossSum / static_cast<double>(tokens) : 0;
-
-  const DecodeOptions d = decodeOptions();
-  Translator& tr = translator();
-  const double compiledBefore = tr.compileSeconds();
-  const EvalResult r = evaluatePairs(tr, data_, subset, d);
-  v.exactMatch = r.exactMatch;
-  v.bleu = r.bleu;
-  decodeSecondsPerSentence_ = (r.seconds - (tr.compileSeconds() - compiledBefore)) / static_cast<double>(n);
+  ValidRow v = score(config_.validSize);
   valid_.push_back(v);
-  say(fmt::format("validation at step {}: loss {:.4f}, exact match {:.1f}%, BLEU {:.1f} "
-                  "({} sentences, {:.1f} s)",
-                  v.step, v.loss, 100 * v.exactMatch, v.bleu, n, since(t0)));
+  say(fmt::format("validation at step {}: {} ({} {}, {:.1f} s)", v.step, scoreText(task_->metric(), v), n,
+                  binding_.task == "tensors" ? "rows" : "sentences", since(t0)));
   return v;
 }
 
@@ -444,12 +486,10 @@ std::string Trainer::saveCheckpoint() {
   c.updates = updates_;
   c.skipped = skipped_;
   c.seconds = secondsBefore_ + since(start_);
-  c.maxTargetTokens = maxTargetTokens_;
+  task_->save(c);
   c.model = modelWithVocab_.toJson();
   c.data = dataSpec_.toJson();
   c.options = config_.toJson();
-  c.srcVocab = data_.srcVocab;
-  c.tgtVocab = data_.tgtVocab;
   c.history = history_;
   c.valid = valid_;
   const std::string path = (fs::path(checkpointDir(outDir_)) / checkpointFileName(stepCount_)).string();
@@ -464,7 +504,8 @@ std::string Trainer::saveCheckpoint() {
   pruneCheckpoints(outDir_, config_.keepCheckpoints);
   writeReports(outDir_, history_, valid_,
                fmt::format("{} — {}", fs::path(modelWithVocab_.path).filename().string(),
-                           dataSpec_.describe()));
+                           dataSpec_.describe(binding_.task)),
+               task_->metric());
   lastCheckpoint_ = path;
   return path;
 }
@@ -514,7 +555,9 @@ TrainResult Trainer::train(const StopRule& rule, const std::atomic<bool>* stop) 
     if (rule.seconds > 0) {
       const int64_t ran = stepCount_ - firstStep;
       const double perStep = ran > 0 ? (stepSeconds_ - stepBefore) / static_cast<double>(ran) : 0;
-      const double perSentence = decodeSecondsPerSentence_ > 0 ? decodeSecondsPerSentence_ : 0.005;
+      const auto* tr = dynamic_cast<const TranslationTask*>(task_.get());
+      const double perSentence =
+          tr && tr->decodeSecondsPerSentence() > 0 ? tr->decodeSecondsPerSentence() : 0.005;
       // The caller's evaluation, the last checkpoint and the process's exit must fit too.
       const double reserve =
           rule.reserveSentences > 0 ? 1.2 * perSentence * static_cast<double>(rule.reserveSentences) + 3.0 : 1.0;

@@ -35,7 +35,10 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/evaluate.h"
 #include "runtime/train/spec.h"
+#include "runtime/train/forward.h"
 #include "runtime/train/step_backend.h"
+#include "runtime/train/task.h"
+#include "runtime/train/task_translation.h"
 #include "runtime/train/translator.h"
 
 namespace tgc::train {
@@ -44,6 +47,9 @@ namespace tgc::train {
 struct TrainConfig {
   int64_t batchSize = 64;
   int buckets = 2;         // length buckets (one compiled step each)
+  // The binding that feeds the model: its task's name, or "" for the one the model file
+  // declares (an error when it declares several).
+  std::string task;
   uint64_t seed = 1;       // parameters, data order, dropout
   OptimizerConfig optimizer;
   int64_t validEvery = 100;      // steps between validations (0: none)
@@ -103,15 +109,25 @@ class Trainer {
 
   // One training step on the next batch; returns its history row (loss NaN when skipped).
   HistoryRow step();
+  // Validation: the loss and the task's metric over the first validSize examples,
+  // recorded in the history and the reports.
   ValidRow validate();
+  // The same over the first `limit` validation examples (0: all), not recorded.
+  ValidRow score(int64_t limit);
+  // What the task shows at the end of a run (Task::report).
+  std::string report(int samples);
   // Progress lines rewrite one terminal line (\r) instead of printing one every 10 s.
   void setTty(bool tty) { tty_ = tty; }
   // Returns its path and prunes old ones; "" (and says why) when the state holds a NaN or
   // an infinity, which is not written.
   std::string saveCheckpoint();
 
-  const data::TranslationData& data() const { return data_; }
-  const data::Batcher& batcher() const { return *batcher_; }  // the training split's
+  // The run's task (what feeds the graph) and the binding it feeds it through.
+  const Task& task() const { return *task_; }
+  const DataBinding& binding() const { return binding_; }
+  // The translation task's data and training batcher; throw for other tasks.
+  const data::TranslationData& data() const { return translation().data(); }
+  const data::Batcher& batcher() const { return translation().batcher(); }
   const DataSpec& dataSpec() const { return dataSpec_; }
   const ModelSpec& model() const { return modelWithVocab_; }  // vocabulary sizes included
   const TrainConfig& config() const { return config_; }
@@ -126,18 +142,26 @@ class Trainer {
   int64_t stepCount() const { return stepCount_; }
   int64_t updates() const { return updates_; }
   int64_t skipped() const { return skipped_; }
-  // A translator with the current parameters.
+  // Translation: a translator with the current parameters, and greedy decoding as
+  // validation does it (batch, length cap from the training data). Throw for other tasks.
   Translator& translator();
-  std::map<std::string, Tensor> parameters();
-  // Greedy decoding as validation does it (batch, length cap from the training data).
   DecodeOptions decodeOptions() const;
+  std::map<std::string, Tensor> parameters();
+  // The bound graph's forward pass without dropout (validation's; `tgc eval` scores with it
+  // too): every output by name.
+  std::map<std::string, Tensor> forward(const FieldBatch& batch);
 
  private:
   Trainer(ModelSpec model, DataSpec data, TrainConfig config, std::string outDir,
           runtime::ExecOptions exec, std::ostream* log, const Checkpoint* from, Target target);
   int stepFor(int bucket);  // the bucket's step handle in backend_
   void updateAverages();
-  runtime::Executable& lossExecutable(const data::BucketShape& shape);
+  TranslationTask& translation() const;
+  ValidationContext validationContext(int64_t limit);
+  // The bound graph's named dims for a batch of these task dims, in the binding's order.
+  std::vector<std::pair<std::string, int64_t>> graphDims(const BucketDims& dims) const;
+  // "17x18": the dims of a bucket other than the batch, for messages.
+  std::string shapeText(const BucketDims& dims) const;
   void say(const std::string& line);
   void progress(const HistoryRow& r, const StopRule& rule, double elapsed);
 
@@ -149,17 +173,15 @@ class Trainer {
   std::ostream* log_;
   bool tty_ = false;
 
-  data::TranslationData data_;
-  std::unique_ptr<data::Batcher> batcher_;
+  DataBinding binding_;
+  std::unique_ptr<Task> task_;
   std::unique_ptr<StepBackend> backend_;  // the training state and the compiled steps
   std::vector<int> steps_;  // per bucket: its handle in backend_, -1 before it is compiled
   std::string onTarget_;    // " on <device>" in messages, empty on the CPU
-  std::unique_ptr<runtime::Executable> lossExe_;
-  std::unique_ptr<data::Batcher> validBatcher_;
-  std::unique_ptr<Translator> translator_;
+  // Forward passes without dropout, by their dims (validation).
+  std::unique_ptr<ForwardRunner> forward_;
   std::vector<std::string> paramNames_;
 
-  int64_t maxTargetTokens_ = 0;
   int64_t stepCount_ = 0, updates_ = 0, skipped_ = 0, badInARow_ = 0;
   double secondsBefore_ = 0;  // training time of earlier invocations
   std::vector<HistoryRow> history_;
@@ -167,7 +189,6 @@ class Trainer {
   std::vector<data::BatchPlan> epochPlan_;
   int64_t epochPlanned_ = -1;
   double compileSeconds_ = 0, stepSeconds_ = 0;
-  double decodeSecondsPerSentence_ = 0;  // from the last validation
   // This invocation of train(): source + target tokens, steps, seconds inside steps.
   double tokensThisRun_ = 0, stepSecondsThisRun_ = 0;
   int64_t stepsThisRun_ = 0;
@@ -175,6 +196,10 @@ class Trainer {
   std::chrono::steady_clock::time_point lastPrint_;
   std::string lastCheckpoint_;
 };
+
+// The binding of the model file that names `task` ("": the only one), checked against the
+// graph it feeds; errors say what the file declares.
+DataBinding findBinding(const ModelSpec& model, const std::string& task);
 
 // Adds the non-finite guard to a training-step graph (outputs loss first and grad_norm):
 // every output new.X becomes where(finite, new.X, X), and an output "finite" (bool) is

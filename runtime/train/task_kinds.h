@@ -1,0 +1,40 @@
+// The tasks besides translation (task_translation.h), made by makeTask (task.h): each in its
+// own file, task_lm.cpp, task_classify.cpp, task_tensors.cpp.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/data/classify_data.h"
+#include "runtime/data/lm_data.h"
+#include "runtime/train/task.h"
+
+namespace tgc::train {
+
+std::unique_ptr<Task> makeLmTask(const DataSpec& spec, const BatchOptions& batching);
+std::unique_ptr<Task> makeClassificationTask(const DataSpec& spec, const BatchOptions& batching);
+std::unique_ptr<Task> makeTensorsTask(const DataSpec& spec, const DataBinding& binding,
+                                      const BatchOptions& batching);
+
+// The data options of the lm and classification tasks from a run's DataSpec (the tasks'
+// defaults where the spec leaves them open).
+data::LmOptions lmOptions(const DataSpec& spec);
+data::ClassifyOptions classifyOptions(const DataSpec& spec);
+
+// The end of an lm run: `samples` validation lines, each cut after its first few tokens and
+// continued greedily by the model (the rest of the line shown for comparison).
+std::string lmSamples(ValidationContext& ctx, const data::LmData& data, int samples);
+
+// What a checkpoint of these tasks keeps (Checkpoint::taskState, JSON): the task's name,
+// its vocabulary, and for classification the label names in id order.
+struct TaskState {
+  std::string task;
+  data::Vocab vocab;
+  std::vector<std::string> labels;
+};
+std::string taskStateJson(const TaskState& s);
+// Throws CheckpointError naming `where` when the JSON is not such a state.
+TaskState parseTaskState(const std::string& json, const std::string& where);
+
+}  // namespace tgc::train
