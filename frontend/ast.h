@@ -146,6 +146,30 @@ struct DimDecl {
   ExprPtr def;  // optional default size
 };
 
+// One line of a `bind` block: `input NAME = FIELD`, `config NAME = VALUE` or
+// `dim NAME = TASKDIM`, where the right side may also be `FIELD.shape[i]` (tensors task).
+enum class BindKind : uint8_t { Input, Config, Dim };
+
+struct BindEntry {
+  BindKind kind = BindKind::Input;
+  Loc loc;            // the entry's first word
+  std::string name;   // the graph input, config entry or dim that is fed
+  Loc name_loc;
+  std::string from;   // the task's field, value or dim; for FIELD.shape[i]: FIELD
+  Loc from_loc;
+  int axis = -1;      // FIELD.shape[i]: i; else -1
+};
+
+// `bind TASK to GRAPH { entries }`: which task's fields feed which inputs of which graph.
+struct BindDecl {
+  Loc loc;  // `bind`
+  std::string task;
+  Loc task_loc;
+  std::string graph;
+  Loc graph_loc;
+  std::vector<BindEntry> entries;
+};
+
 struct ImportDecl {
   std::string path;
   Loc loc;
@@ -162,6 +186,7 @@ struct FileAst {
   std::vector<std::shared_ptr<FnDecl>> fns;
   std::vector<std::shared_ptr<ModuleDecl>> modules;
   std::vector<std::shared_ptr<GraphDecl>> graphs;
+  std::vector<BindDecl> binds;
 };
 
 }  // namespace tgc::fe

@@ -298,7 +298,18 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
     case BuiltinId::Op: break;
     case BuiltinId::Dropout: {
       auto a = match("dropout", {"x", "p"}, 2);
-      return dropout(a[0]->v, number(a[1], "the dropout probability"), loc);
+      double p = number(a[1], "the dropout probability");
+      if (inference_) {
+        // ModelOptions::inference: dropout's checks, then x itself, as outside training graphs.
+        struct Restore {
+          bool& flag;
+          bool saved;
+          ~Restore() { flag = saved; }
+        } restore{training_, training_};
+        training_ = false;
+        return dropout(a[0]->v, p, loc);
+      }
+      return dropout(a[0]->v, p, loc);
     }
     case BuiltinId::SinusoidalTable: {
       auto a = match("sinusoidal_table", {"length", "d", "dtype"}, 2);

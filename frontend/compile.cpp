@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "frontend/bind.h"
 #include "frontend/check.h"
 #include "frontend/eval.h"
 #include "frontend/frontend.h"
@@ -70,6 +71,7 @@ class Compiler {
  public:
   explicit Compiler(const ModelOptions& o) : opts_(o), ev_(diags_) {
     read_ = opts_.read_file ? opts_.read_file : readDisk;
+    ev_.setInference(opts_.inference);
     lib_paths_ = opts_.lib_paths;
     for (auto& p : defaultLibraryPaths()) lib_paths_.push_back(std::move(p));
   }
@@ -105,6 +107,10 @@ class Compiler {
     stopIfErrors();
 
     const GraphDecl* g = selectGraph(out);
+    // Bindings in source order, the main file's first (as graph_names).
+    std::vector<const FileAst*> bindOrder{files_.back().get()};
+    for (size_t i = 0; i + 1 < files_.size(); ++i) bindOrder.push_back(files_[i].get());
+    out.bindings = resolveBindings(bindOrder, out.graph_names, diags_);
     stopIfErrors();
     auto lowered = ev_.lowerGraph(*g, dims);
     stopIfErrors();
@@ -114,6 +120,8 @@ class Compiler {
     out.output_names = std::move(lowered->output_names);
     out.loss_output = lowered->loss_output;
     out.training = g->training;
+    checkBindings(bindOrder, BindTarget{g, out.graph.get(), dimNames, &out.config}, diags_);
+    stopIfErrors();
     return out;
   }
 

@@ -135,6 +135,8 @@ class Evaluator {
   // Dims declared but not yet bound (while the config is evaluated).
   void setPendingDims(std::set<std::string> names) { pending_dims_ = std::move(names); }
   const std::map<std::string, Val>& globals() const { return globals_; }
+  // ModelOptions::inference: dropout is the identity even in training graphs.
+  void setInference(bool on) { inference_ = on; }
 
   // Evaluates a top-level expression (config defaults, presets, dims) with tensors disallowed.
   // Throws EvalAbort after reporting.
@@ -240,6 +242,7 @@ class Evaluator {
   // Per graph being lowered.
   Graph* g_ = nullptr;
   bool training_ = false;
+  bool inference_ = false;  // dropout off in training graphs too (builtins.cpp)
   Value* seed_ = nullptr;
   Value* step_ = nullptr;
   struct ParamUse {

@@ -28,6 +28,29 @@ struct ModelOptions {
   // Reads a file; nullopt when it does not exist. Defaults to the file system. Tests and the
   // fuzzer supply in-memory files.
   std::function<std::optional<std::string>(const std::string&)> read_file{};
+  // Lower a `training` graph for evaluation: dropout is the identity (no masks, no scaling),
+  // as in an inference graph. Everything else stays: the graph keeps its inputs seed and
+  // step, its loss output and its parameters, so a trainer can run the same signature for
+  // validation. The compile-time bool `training` is still true.
+  bool inference = false;
+};
+
+// One entry of a `bind` declaration: `input tokens = tokens`, `config vocab = vocab`,
+// `dim T = length`, or (tensors task) `dim F = x.shape[2]`.
+struct BindingEntry {
+  std::string name;  // the graph input, config entry or dim that is fed
+  std::string from;  // the task's field, value or dim; for FIELD.shape[i]: FIELD
+  int axis = -1;     // FIELD.shape[i]: i; else -1
+  std::string loc;   // "file:line:col" of the entry, for run-time errors
+};
+
+// `bind TASK to GRAPH { ... }`: which fields of a task (frontend/tasks.h) feed which inputs
+// of a graph, which task values set config entries, which task dims set named dims.
+struct DataBinding {
+  std::string task;   // translation | lm | classification | tensors
+  std::string graph;  // the graph it feeds
+  std::string loc;    // "file:line:col" of `bind`
+  std::vector<BindingEntry> inputs, configs, dims;  // each in source order
 };
 
 // How a parameter gets its initial values (`param w: f32[4, 4] = normal(0.02)`).
@@ -49,6 +72,10 @@ struct CompiledModel {
   bool training = false;                  // a training graph: inputs seed and step, dropout on
   std::vector<std::pair<std::string, ConfigValue>> config;  // resolved, in declaration order
   std::vector<std::string> graph_names;   // every graph of the program, in order
+  // Every `bind` of the program, in source order (the main file's first, then the imported
+  // files'). Each names an existing task and graph; the bindings of the compiled graph have
+  // also been checked against it (see docs/language.md, "Data bindings").
+  std::vector<DataBinding> bindings;
 };
 
 // Compiles one graph of a model file. Throws ParseError whose message holds every

@@ -124,11 +124,17 @@ class Parser {
     }
   }
 
+  // `bind` is a keyword only where an item starts: `bind TASK ...`.
+  bool atBind() const {
+    return at(Tok::Ident) && peek().text == "bind" && peek(1).kind == Tok::Ident;
+  }
+
   // Skips to the start of the next top-level item (`start`: where the failed one began).
   void syncTopLevel(size_t start) {
     int depth = 0;
     while (!at(Tok::Eof)) {
-      if (p_ != start && depth == 0 && peek().loc.col == 1 && atLineStartingStatement()) return;
+      if (p_ != start && depth == 0 && peek().loc.col == 1 && (atLineStartingStatement() || atBind()))
+        return;
       Tok k = take().kind;
       if (k == Tok::LBrace) ++depth;
       if (k == Tok::RBrace && depth > 0 && --depth == 0 && (at(Tok::Newline) || at(Tok::Eof)))
@@ -220,8 +226,84 @@ class Parser {
         return;
       }
       default:
-        unexpected("a top-level item (import, config, preset, dim, let, fn, module or graph)");
+        if (at(Tok::Ident) && t.text == "bind") {
+          bindDecl(f);
+          return;
+        }
+        unexpected("a top-level item (import, config, preset, dim, let, fn, module, graph or bind)");
     }
+  }
+
+  // bind TASK to GRAPH { entries }
+  void bindDecl(FileAst& f) {
+    BindDecl b;
+    b.loc = take().loc;
+    b.task_loc = peek().loc;
+    b.task = ident("a task name after 'bind' (translation, lm, classification or tensors)");
+    if (!(at(Tok::Ident) && peek().text == "to"))
+      unexpected(fmt::format("'to' and the graph that task '{}' feeds (bind {} to train {{ ... }})",
+                             b.task, b.task));
+    take();
+    b.graph_loc = peek().loc;
+    b.graph = ident("the name of the graph the task feeds");
+    expect(Tok::LBrace, "'{' and the binding's entries");
+    for (;;) {
+      skipTerminators();
+      if (accept(Tok::RBrace)) break;
+      if (at(Tok::Eof)) unexpected("'}' closing the binding");
+      size_t start = p_;
+      try {
+        b.entries.push_back(bindEntry());
+        if (!accept(Tok::Comma)) endStatement();
+      } catch (const SyntaxError&) {
+        syncStatement(start);
+      }
+    }
+    f.binds.push_back(std::move(b));
+    endStatement();
+  }
+
+  BindEntry bindEntry() {
+    BindEntry e;
+    e.loc = peek().loc;
+    if (at(Tok::KwConfig)) e.kind = BindKind::Config;
+    else if (at(Tok::KwDim)) e.kind = BindKind::Dim;
+    else if (at(Tok::Ident) && peek().text == "input") e.kind = BindKind::Input;
+    else
+      unexpected("a binding entry: 'input NAME = FIELD', 'config NAME = VALUE' or "
+                 "'dim NAME = TASKDIM'");
+    take();
+    const char* target = e.kind == BindKind::Input    ? "the name of a graph input"
+                         : e.kind == BindKind::Config ? "the name of a config entry"
+                                                      : "the name of a dim";
+    const char* source = e.kind == BindKind::Input    ? "the task field that feeds it"
+                         : e.kind == BindKind::Config ? "the task value that sets it"
+                                                      : "the task dim that sets it";
+    e.name_loc = peek().loc;
+    e.name = ident(target);
+    expect(Tok::Assign, fmt::format("'=' and {}", source));
+    e.from_loc = peek().loc;
+    e.from = ident(source);
+    if (at(Tok::Dot)) {
+      Loc dot = take().loc;
+      if (e.kind == BindKind::Input)
+        fail(dot, fmt::format("an input is fed a whole field: write 'input {} = {}'; FIELD.shape[i] "
+                              "is for config and dim entries", e.name, e.from));
+      if (!(at(Tok::Ident) && peek().text == "shape"))
+        unexpected(fmt::format("'shape[i]' after '{}.' (the size of axis i of field '{}')", e.from,
+                               e.from));
+      take();
+      expect(Tok::LBracket, fmt::format("'[' and an axis number ({}.shape[1])", e.from));
+      if (at(Tok::Minus))
+        fail(peek().loc, fmt::format("an axis here counts from 0: write {}.shape[1], not a negative "
+                                     "axis", e.from));
+      if (!at(Tok::Int)) unexpected(fmt::format("an axis number ({}.shape[1])", e.from));
+      const Token& ax = take();
+      if (ax.ival > 64) fail(ax.loc, fmt::format("axis {} is out of range (tensors have at most 64 axes)", ax.ival));
+      e.axis = static_cast<int>(ax.ival);
+      expect(Tok::RBracket, "']'");
+    }
+    return e;
   }
 
   void configBlock(FileAst& f) {
@@ -390,6 +472,10 @@ class Parser {
       case Tok::KwModule: case Tok::KwGraph: case Tok::KwConfig: case Tok::KwPreset:
       case Tok::KwDim: case Tok::KwImport:
         fail(l, fmt::format("{} is only allowed at the top level of a file", tokName(peek().kind)));
+      case Tok::Ident:
+        if (atBind() && peek(2).kind == Tok::Ident && peek(2).text == "to")
+          fail(l, "'bind' is only allowed at the top level of a file");
+        break;
       default: break;
     }
     ExprPtr e = expr();

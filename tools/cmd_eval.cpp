@@ -1,6 +1,7 @@
 // `tgc eval`: exact match and corpus BLEU of a checkpoint on held-out data.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/forward.h"
+#include "runtime/train/run_info.h"
+#include "runtime/train/task.h"
 #include "runtime/train/evaluate.h"
 #include "runtime/train/spec.h"
 #include "runtime/train/translator.h"
@@ -34,32 +38,68 @@ struct EvalArgs {
 };
 
 constexpr const char* kFooter = R"(
-Data: by default the held-out split of the checkpoint's own data: the built-in task's 1,000
-test numbers (never seen in training), or the corpus's validation split (rebuilt from the
-corpus file with the training run's seed and options). --data FILE scores the validation
-split of another TSV corpus read with the same options.
+Each task has its metric:
+  translation     exact match (the hypothesis equals the reference byte for byte) and corpus
+                  BLEU as sacreBLEU computes it by default (13a tokenization, exp smoothing)
+  lm              the loss averaged over target tokens, and its perplexity exp(loss); sample
+                  continuations of --show validation lines
+  classification  accuracy and a confusion summary (recall and precision per class)
+  tensors         the graph's loss
 
-Scores: exact match (the hypothesis equals the reference byte for byte) and corpus BLEU as
-sacreBLEU computes it by default (13a tokenization, exp smoothing), 0..100.
+Data: by default the held-out split of the checkpoint's own data: the built-in task's 1,000
+test numbers (never seen in training), or the validation split (rebuilt from the data with
+the training run's seed and options). --data FILE scores another file read with the same
+options: a translation corpus's validation split; every line of a text or labelled file,
+every row of a tensors file. Texts are encoded with the checkpoint's vocabulary; a label the
+checkpoint does not know is an error.
 
 Examples:
   tgc eval --checkpoint runs/numerals
   tgc eval --checkpoint runs/numerals --beam 4 --show 10
   tgc eval --checkpoint runs/cmn --data cmn.txt --limit 500
+  tgc eval --checkpoint runs/gpt-tiny --data held_out.txt
+  tgc eval --checkpoint runs/classifier --data test.tsv
 
 Exit status: 0 on success; 1 with a message on stderr when the checkpoint or the data cannot
 be read or the model does not compile.
 )";
 
+// The lm, classification and tensors tasks: the loss and the task's metric from the bound
+// graph's forward pass, and what the task shows (a confusion summary, sample continuations).
+int evalTask(const EvalArgs& a, const train::RunInfo& run, runtime::ExecOptions exec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<train::Task> task = train::evaluationTask(run, a.data);
+  train::ForwardRunner runner(run.model, run.binding, exec);
+  const std::map<std::string, Tensor> params = run.checkpoint.parameters();
+  train::ValidationContext ctx;
+  ctx.forward = [&](const data::FieldBatch& b) { return runner.run(b, params, run.config.seed); };
+  ctx.limit = a.limit;
+  ctx.seed = run.config.seed;
+  ctx.model = &run.model;
+  ctx.parameters = [&] { return params; };
+  ctx.exec = exec;
+  const train::ValidRow v = task->validate(ctx);
+  const int64_t n = a.limit > 0 ? std::min(a.limit, task->validExamples()) : task->validExamples();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("{} (step {}) on {}: {} ({} {}, {:.1f} s)\n", run.path, run.checkpoint.step,
+             a.data.empty() ? run.data.describe(run.binding.task) + ", validation split"
+                            : std::filesystem::path(a.data).filename().string(),
+             train::scoreText(task->metric(), v), n, run.binding.task == "tensors" ? "rows" : "examples",
+             took);
+  fmt::print("{}", task->report(ctx, a.show));
+  return 0;
+}
+
 int runEval(const EvalArgs& a) {
   if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
   runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
   if (a.noCache) exec.useCache = false;
-  std::string used;
-  train::Checkpoint c = train::loadLatestCheckpoint(a.checkpoint, &used);
-  train::ModelSpec m = train::ModelSpec::fromJson(c.model);
-  if (!a.model.empty()) m.path = std::filesystem::absolute(a.model).string();
-  train::DataSpec spec = train::DataSpec::fromJson(c.data);
+  const train::RunInfo run = train::loadRun(a.checkpoint, a.model);
+  if (run.binding.task != "translation") return evalTask(a, run, exec);
+  const std::string& used = run.path;
+  const train::Checkpoint& c = run.checkpoint;
+  const train::ModelSpec& m = run.model;
+  train::DataSpec spec = run.data;
   if (!a.data.empty()) {
     spec.kind = "tsv";
     spec.path = std::filesystem::absolute(a.data).string();
@@ -102,11 +142,14 @@ int runEval(const EvalArgs& a) {
 void registerEval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Score a checkpoint: exact match and BLEU on held-out data");
+      "eval", "Score a checkpoint on held-out data with its task's metric (BLEU, perplexity, accuracy, loss)");
   cmd->footer(kFooter);
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
                    a->threads, a->noCache, a->noKvCache);
-  cmd->add_option("--data", a->data, "TSV corpus whose validation split is scored")->option_text("FILE");
+  cmd->add_option("--data", a->data,
+                  "Data scored instead of the run's own held-out split (a corpus's validation "
+                  "split; all of a text, labelled or tensors file)")
+      ->option_text("FILE");
   cmd->add_option("--limit", a->limit, "Score only the first N sentences (0: all)")
       ->option_text("N")
       ->capture_default_str();

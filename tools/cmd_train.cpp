@@ -36,6 +36,12 @@ namespace fs = std::filesystem;
 constexpr int64_t kNumeralsBatch = 64;
 constexpr const char* kNumeralsSets[][2] = {{"p_drop", "0"}, {"label_smoothing", "0"}};
 
+bool hasDModel(const train::ModelSpec& m) {
+  for (const auto& [k, v] : compileModelFile(m.path, m.options("")).config)
+    if (k == "d_model" && std::holds_alternative<int64_t>(v)) return true;
+  return false;
+}
+
 // The config entries the built-in data of `task` sets before the user's --set entries (those
 // the model has): the numerals and the built-in text and labels are clean and plentiful, so
 // no dropout and no label smoothing.
@@ -63,7 +69,7 @@ struct TrainArgs {
   int64_t batch = 0;
   int buckets = 2;
   uint64_t seed = 1;
-  std::string schedule = "noam";
+  std::string schedule;  // "": noam when the model has d_model, else constant
   double lr = 1e-3, lrScale = 0, clipNorm = 1.0, weightDecay = 0, ema = 0.99;
   int64_t warmup = 0;
   DType precision = DType::f32;
@@ -78,12 +84,26 @@ struct TrainArgs {
 };
 
 constexpr const char* kFooter = R"(
+Tasks: the model file's `bind TASK to GRAPH { ... }` says which data feeds which graph input,
+which config entries take the vocabulary sizes or class counts, and which named dims the
+batch shapes set (docs/language.md, "Data bindings"); --task chooses when it declares several.
+  translation     models/transformer.tg: the built-in numerals, --data TSV, --aligned EN ZH
+  lm              models/gpt.tg: the built-in text or --data TEXT (--pack lines|blocks,
+                  --tokens chars|words|sentencepiece); validation perplexity
+  classification  models/classifier.tg: the built-in labelled set or --data TSV
+                  (--label-column first|last); accuracy and a confusion summary
+  tensors         models/examples/regression.tg: --data FILE.safetensors or a folder of
+                  shards, tensors named after the bound fields; the loss
+
 Data:
-  Without --data, the built-in task: Chinese numerals to English words (三千零五 -> three
+  Translation without --data: Chinese numerals to English words (三千零五 -> three
   thousand five) for 0..99,999,999, generated from --seed: 100,000 training examples, 1,000
   validation and 1,000 test numbers never seen in training. --data FILE reads a Tatoeba-style
   TSV corpus (English<TAB>Chinese<TAB>...), --aligned EN ZH two line-aligned files; 5% of a
-  corpus (by source sentence) is held out for validation.
+  corpus (by source sentence) is held out for validation. The lm task's built-in text is 6,000
+  generated lines of simple English (sentences, counting, sums, dates), read as characters;
+  the classification task's is 4,000 short sentences in 4 topics. A file's validation split
+  is 5% (lm, by line or the last blocks) or 10% (classification by text, tensors by row).
 
 Defaults for the built-in task (the README's command): batch 64, 2 length buckets, the noam
 schedule scaled by 0.5 with 300 warm-up steps (peak rate 3.6e-3 at d_model 64), no dropout and
@@ -141,9 +161,10 @@ void printSummary(train::Trainer& t, const train::TrainResult& r, const train::E
   const double tokS = r.stepSeconds > 0 ? static_cast<double>(r.tokens) / r.stepSeconds : 0;
   fmt::print("\n{}\n", r.message);
   fmt::print("steps {} ({} this run, {} skipped) in {:.1f} s: compile {:.1f} s, steps {:.1f} s "
-             "({:.2f} steps/s, {:.0f} tokens/s)\n",
+             "({:.2f} steps/s, {:.0f} {}/s)\n",
              r.step, r.stepsRun, r.skipped, r.seconds, r.compileSeconds, r.stepSeconds,
-             r.stepSeconds > 0 ? static_cast<double>(r.stepsRun) / r.stepSeconds : 0, tokS);
+             r.stepSeconds > 0 ? static_cast<double>(r.stepsRun) / r.stepSeconds : 0, tokS,
+             t.binding().task == "tensors" ? "rows" : "tokens");
   fmt::print("{}", extra);
   if (test) {
     const auto& d = t.data();
@@ -248,7 +269,8 @@ int runTrain(TrainArgs& a) {
     c.buckets = a.buckets;
     c.task = a.task;
     c.seed = a.seed;
-    c.optimizer.schedule = a.schedule;
+    // noam scales by d_model^-0.5: without such an entry the rate is --lr itself.
+    c.optimizer.schedule = !a.schedule.empty() ? a.schedule : hasDModel(m) ? "noam" : "constant";
     c.optimizer.lr = a.lr;
     c.optimizer.lr_scale = a.lrScale > 0 ? a.lrScale : builtin ? 0.5 : 1.0;
     c.optimizer.warmup = a.warmup > 0 ? a.warmup : builtin ? 300 : 4000;
@@ -416,7 +438,9 @@ void registerTrain(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the parameters, the data and its order, dropout")
       ->capture_default_str();
-  cmd->add_option("--schedule", a->schedule, "Learning-rate schedule: noam (warm-up) or constant")
+  cmd->add_option("--schedule", a->schedule,
+                  "Learning-rate schedule: noam (warm-up; the default for models with a config "
+                  "entry d_model) or constant (the default otherwise)")
       ->check(CLI::IsMember({"noam", "constant"}))
       ->capture_default_str();
   cmd->add_option("--lr", a->lr, "Learning rate of --schedule constant")->capture_default_str();

@@ -14,5 +14,7 @@ void registerGradcheck(CLI::App& app);  // cmd_gradcheck.cpp: gradients vs finit
 void registerTrain(CLI::App& app);      // cmd_train.cpp: train on built-in data or a corpus
 void registerTranslate(CLI::App& app);  // cmd_translate.cpp: translate with a checkpoint
 void registerEval(CLI::App& app);       // cmd_eval.cpp: exact match and BLEU of a checkpoint
+void registerPredict(CLI::App& app);    // cmd_predict.cpp: a classifier's labels for texts
+void registerGenerate(CLI::App& app);   // cmd_generate.cpp: continue prompts with a language model
 
 }  // namespace tgc::cli

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   tgc::cli::registerTrain(app);
   tgc::cli::registerTranslate(app);
   tgc::cli::registerEval(app);
+  tgc::cli::registerGenerate(app);
+  tgc::cli::registerPredict(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,7 +14,7 @@ std::string bindingKey(const BindingEntry& e) {
 }
 
 std::unique_ptr<Task> makeTask(const DataSpec& spec, const DataBinding& binding,
-                               const BatchOptions& batching) {
+                               const BatchOptions& batching, const Checkpoint* stored) {
   const std::string& task = binding.task;
   const bool translationData = spec.kind == "numerals" || spec.kind == "tsv" || spec.kind == "aligned";
   if (task == "translation") {
@@ -28,8 +28,8 @@ std::unique_ptr<Task> makeTask(const DataSpec& spec, const DataBinding& binding,
     throw std::runtime_error(fmt::format(
         "--aligned: aligned files are translation data, and the binding ({}) feeds the {} task",
         binding.loc, task));
-  if (task == "lm") return makeLmTask(spec, batching);
-  if (task == "classification") return makeClassificationTask(spec, batching);
+  if (task == "lm") return makeLmTask(spec, batching, stored);
+  if (task == "classification") return makeClassificationTask(spec, batching, stored);
   if (task == "tensors") return makeTensorsTask(spec, binding, batching);
   throw std::runtime_error(fmt::format("{}: unknown task '{}'", binding.loc, task));
 }

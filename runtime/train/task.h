@@ -97,9 +97,10 @@ class Task {
 };
 
 // The task a binding names, with its data read or generated from `spec` (deterministic in
-// it). `binding` says which fields the graph reads.
+// it). `binding` says which fields the graph reads. With `stored` (evaluation), the data is
+// encoded with the checkpoint's vocabulary and labels instead of its own.
 std::unique_ptr<Task> makeTask(const DataSpec& spec, const DataBinding& binding,
-                               const BatchOptions& batching);
+                               const BatchOptions& batching, const Checkpoint* stored = nullptr);
 
 // The loss averaged over batches, each weighted by FieldBatch::weight; calls `each` with
 // every batch and its outputs (for metrics of their own).

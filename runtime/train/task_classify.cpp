@@ -20,7 +20,8 @@ struct Scored {
 
 class ClassifyTask final : public Task {
  public:
-  ClassifyTask(const DataSpec& spec, const BatchOptions& batching) : batchSize_(batching.batchSize) {
+  ClassifyTask(const DataSpec& spec, const BatchOptions& batching, const Checkpoint* stored)
+      : batchSize_(batching.batchSize) {
     if (spec.labelColumn != "first" && spec.labelColumn != "last")
       throw std::runtime_error(
           fmt::format("the label column must be first or last, not '{}'", spec.labelColumn));
@@ -29,7 +30,13 @@ class ClassifyTask final : public Task {
                        : data::readClassifyTsv(spec.path, spec.labelColumn == "first"
                                                               ? data::LabelColumn::first
                                                               : data::LabelColumn::last);
-    data_ = data::classifyData(examples, classifyOptions(spec));
+    if (stored) {
+      TaskState s = parseTaskState(stored->taskState, "the checkpoint");
+      data_ = data::classifyDataWithVocab(examples, classifyOptions(spec), std::move(s.vocab),
+                                          std::move(s.labels));
+    } else {
+      data_ = data::classifyData(examples, classifyOptions(spec));
+    }
     data::BatchingOptions bo;
     bo.batchSize = batching.batchSize;
     bo.numBuckets = batching.buckets;
@@ -179,8 +186,9 @@ class ClassifyTask final : public Task {
 
 }  // namespace
 
-std::unique_ptr<Task> makeClassificationTask(const DataSpec& spec, const BatchOptions& batching) {
-  return std::make_unique<ClassifyTask>(spec, batching);
+std::unique_ptr<Task> makeClassificationTask(const DataSpec& spec, const BatchOptions& batching,
+                                             const Checkpoint* stored) {
+  return std::make_unique<ClassifyTask>(spec, batching, stored);
 }
 
 }  // namespace tgc::train

@@ -12,8 +12,11 @@
 
 namespace tgc::train {
 
-std::unique_ptr<Task> makeLmTask(const DataSpec& spec, const BatchOptions& batching);
-std::unique_ptr<Task> makeClassificationTask(const DataSpec& spec, const BatchOptions& batching);
+// With `stored`, the data is encoded with the checkpoint's vocabulary (and labels).
+std::unique_ptr<Task> makeLmTask(const DataSpec& spec, const BatchOptions& batching,
+                                 const Checkpoint* stored = nullptr);
+std::unique_ptr<Task> makeClassificationTask(const DataSpec& spec, const BatchOptions& batching,
+                                             const Checkpoint* stored = nullptr);
 std::unique_ptr<Task> makeTensorsTask(const DataSpec& spec, const DataBinding& binding,
                                       const BatchOptions& batching);
 

@@ -24,10 +24,13 @@ data::TokenizerKind tokenizerOf(const std::string& name, data::TokenizerKind fal
 
 class LmTask final : public Task {
  public:
-  LmTask(const DataSpec& spec, const BatchOptions& batching) : batchSize_(batching.batchSize) {
+  LmTask(const DataSpec& spec, const BatchOptions& batching, const Checkpoint* stored)
+      : batchSize_(batching.batchSize) {
     const std::vector<std::string> lines =
         spec.builtin() ? data::builtinText(spec.seed, spec.trainSize) : data::readTextLines(spec.path);
-    data_ = data::lmData(lines, lmOptions(spec));
+    data_ = stored ? data::lmDataWithVocab(lines, lmOptions(spec),
+                                           parseTaskState(stored->taskState, "the checkpoint").vocab)
+                   : data::lmData(lines, lmOptions(spec));
     data::BatchingOptions bo;
     bo.batchSize = batching.batchSize;
     bo.numBuckets = spec.packing == "blocks" ? 1 : batching.buckets;
@@ -152,8 +155,9 @@ TaskState parseTaskState(const std::string& text, const std::string& where) {
   }
 }
 
-std::unique_ptr<Task> makeLmTask(const DataSpec& spec, const BatchOptions& batching) {
-  return std::make_unique<LmTask>(spec, batching);
+std::unique_ptr<Task> makeLmTask(const DataSpec& spec, const BatchOptions& batching,
+                                 const Checkpoint* stored) {
+  return std::make_unique<LmTask>(spec, batching, stored);
 }
 
 }  // namespace tgc::train

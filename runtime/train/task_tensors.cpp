@@ -33,10 +33,10 @@ class TensorsTask final : public Task {
     bo.dropPartial = true;
     train_ = std::make_unique<data::TensorBatcher>(std::move(split.train), bo);
     valid_ = std::move(split.valid);
-    for (BucketDims b : train_->buckets()) {
-      for (const auto& kv : shapes_) b.insert(kv);
-      buckets_.push_back(std::move(b));
-    }
+    // One bucket, whatever the split holds (evaluation may have no training rows).
+    BucketDims b{{"batch", batching.batchSize}};
+    for (const auto& kv : shapes_) b.insert(kv);
+    buckets_.push_back(std::move(b));
   }
 
   std::string name() const override { return "tensors"; }
