@@ -115,6 +115,9 @@ std::vector<GradCheckResult> gradCheck(const Graph& g, const std::map<std::strin
       double rel = abs / std::max({std::fabs(a), std::fabs(numeric), opts.abs_floor});
       if (std::isnan(rel)) rel = INFINITY;
       ++r.checked;
+      r.max_abs_analytic = std::max(r.max_abs_analytic, std::fabs(a));
+      r.max_abs_numeric = std::max(r.max_abs_numeric, std::fabs(numeric));
+      if (std::isnan(a) || std::isnan(numeric)) r.max_abs_analytic = INFINITY;  // not vacuous
       r.max_abs_error = std::max(r.max_abs_error, abs);
       if (rel >= r.max_rel_error) {
         r.max_rel_error = rel;
@@ -125,6 +128,21 @@ std::vector<GradCheckResult> gradCheck(const Graph& g, const std::map<std::strin
     results.push_back(r);
   }
   return results;
+}
+
+std::string gradCheckProvedNothing(const std::vector<GradCheckResult>& results) {
+  int64_t entries = 0;
+  for (const auto& r : results) {
+    if (r.max_abs_analytic != 0 || r.max_abs_numeric != 0) return {};
+    entries += r.checked;
+  }
+  if (entries == 0)
+    return fmt::format("gradcheck proved nothing: no entry was checked ({} tensors)",
+                       results.size());
+  return fmt::format("gradcheck proved nothing: every checked gradient and every finite "
+                     "difference is 0 ({} entries of {} tensors); the loss does not depend on "
+                     "the checked values on this batch",
+                     entries, results.size());
 }
 
 }  // namespace tgc

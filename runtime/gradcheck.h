@@ -44,6 +44,9 @@ struct GradCheckResult {
   double max_abs_error = 0;
   double max_rel_error = 0;  // |analytic - numeric| / max(|analytic|, |numeric|, abs_floor)
   double worst_analytic = 0, worst_numeric = 0;  // at the worst entry
+  // The largest |analytic| and |numeric| over the checked entries: both 0 means the
+  // comparison could not have failed (see gradCheckProvedNothing).
+  double max_abs_analytic = 0, max_abs_numeric = 0;
 };
 
 // `g`'s outputs[0] is the scalar loss. For each value named in `wrt` (float inputs of g),
@@ -51,6 +54,12 @@ struct GradCheckResult {
 std::vector<GradCheckResult> gradCheck(const Graph& g, const std::map<std::string, Tensor>& inputs,
                                        const std::vector<std::string>& wrt,
                                        const GradCheckOptions& opts = {});
+
+// Empty when `results` prove something; else why they do not: no entry was checked, or every
+// checked gradient and every finite difference is exactly 0 (the loss does not depend on the
+// checked values on this batch, e.g. every label is masked out), so any gradient rule would
+// have passed. The message starts "gradcheck proved nothing: ".
+std::string gradCheckProvedNothing(const std::vector<GradCheckResult>& results);
 
 // Copies a float tensor into float64 (other dtypes are returned unchanged).
 Tensor toF64(const Tensor& t);

@@ -123,6 +123,12 @@ int run(const GradcheckArgs& a) {
       worstName = r.name;
     }
   }
+  // All zeros compare equal: a loss blind to the parameters would pass any gradient rule.
+  const std::string nothing = gradCheckProvedNothing(results);
+  if (!nothing.empty()) {
+    fmt::print("worst relative error {:.3e} ({}): FAIL: {}\n", worst, worstName, nothing);
+    return 1;
+  }
   bool ok = worst <= a.tolerance;
   fmt::print("worst relative error {:.3e} ({}): {} (tolerance {:g})\n", worst, worstName,
              ok ? "PASS" : "FAIL", a.tolerance);
@@ -166,7 +172,10 @@ Examples:
   tgc gradcheck models/transformer.tg --preset tiny --set src_vocab=24 --set tgt_vocab=24
   tgc gradcheck models/transformer.tg --preset tiny --set src_vocab=24 --set tgt_vocab=24 --backend cpu
 
-Exit status: 0 when every error is within --tolerance, 1 otherwise or on error.)");
+Exit status: 0 when every error is within --tolerance, 1 otherwise or on error. A check that
+proved nothing fails too: when every checked gradient and every finite difference is exactly
+0 (the loss does not depend on the parameters on this batch), the verdict is
+"FAIL: gradcheck proved nothing: ...".)");
   cmd->callback([args] {
     int rc = run(*args);
     if (rc != 0) throw CLI::RuntimeError(rc);
