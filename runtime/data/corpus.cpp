@@ -2,10 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
+#include "runtime/data/data_file.h"
 #include "runtime/data/error.h"
 #include "runtime/data/rng.h"
 #include "runtime/data/text.h"
@@ -14,47 +11,13 @@ namespace tgc::data {
 
 namespace {
 
-std::string readFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw DataError(fmt::format("{}: error: is a directory, not a corpus file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: error: cannot open the corpus", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw DataError(fmt::format("{}: error: cannot read the corpus", path));
-  return ss.str();
-}
+std::string readFile(const std::string& path) { return readDataFile(path, "corpus"); }
 
-// Lines without their "\n" or "\r\n", each checked to be UTF-8. A final newline does not
-// start another line.
 std::vector<std::string_view> splitLines(std::string_view text, std::string_view name) {
-  std::vector<std::string_view> lines;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(begin, end - begin);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const size_t bad = findInvalidUtf8(line);
-    if (bad != std::string_view::npos)
-      throw DataError(fmt::format("{}:{}:{}: error: invalid UTF-8 (byte 0x{:02X})", name,
-                                  lines.size() + 1, bad + 1,
-                                  static_cast<unsigned char>(line[bad])));
-    lines.push_back(line);
-    begin = end + 1;
-  }
-  return lines;
+  return splitUtf8Lines(text, name);
 }
 
 bool isBlank(std::string_view line) { return normalizeText(line).empty(); }
-
-// FNV-1a: a fixed, platform-independent string hash for the validation split.
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
 
 // Chinese as characters; English as the options say, but words where a SentencePiece model
 // is still to be trained (corpusData retokenizes).

@@ -32,6 +32,10 @@ class TokenCounts {
   void add(const std::vector<std::string>& sentence) {
     for (const auto& t : sentence) ++counts_[t];
   }
+  // n more of one token (n = 0 adds nothing).
+  void add(const std::string& token, int64_t n) {
+    if (n > 0) counts_[token] += n;
+  }
   const std::unordered_map<std::string, int64_t>& counts() const { return counts_; }
 
  private:

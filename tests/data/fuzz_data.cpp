@@ -1,7 +1,10 @@
 // Fuzz target: the data readers. The first byte picks one; the rest is the input.
 //   0: a vocabulary's JSON — it is refused with a DataError or round-trips through toJson.
 //   1: a TSV corpus — refused with a DataError, or every pair prepares, encodes with the
-//      vocabularies built from it and decodes back to its normalized text.
+//      vocabularies built from it and decodes back to its normalized text. The same bytes as
+//      a classification TSV (either column order) and as language-modelling text: refused
+//      with a DataError, or every example and line encodes and decodes back (characters),
+//      and blocks cover the text's stream exactly once.
 //   2: text — normalization is idempotent, tokens are non-empty without spaces, and BLEU of
 //      a line against itself and another is a number in [0, 100] (13a and zh tokenizers).
 #include <cmath>
@@ -12,7 +15,9 @@
 #include <string_view>
 
 #include "runtime/data/bleu.h"
+#include "runtime/data/classify_data.h"
 #include "runtime/data/corpus.h"
+#include "runtime/data/lm_data.h"
 #include "runtime/data/error.h"
 #include "runtime/data/text.h"
 #include "runtime/data/vocab.h"
@@ -62,6 +67,58 @@ void corpus(std::string_view text) {
   }
 }
 
+void labeledText(std::string_view text) {
+  for (LabelColumn column : {LabelColumn::first, LabelColumn::last}) {
+    std::vector<LabeledText> examples;
+    try {
+      examples = parseClassifyTsv(text, "fuzz.tsv", column);
+    } catch (const DataError&) {
+      continue;
+    }
+    if (examples.empty()) continue;
+    ClassifyOptions o;
+    o.tokenizer = TokenizerKind::chars;
+    o.lowercase = false;
+    o.maxTokens = 1 << 30;
+    o.validFraction = 0;
+    const ClassifyData d = classifyData(examples, o);  // no error: every text has a token
+    if (d.train.size() != examples.size()) fail("classification examples lost", text);
+    for (size_t i = 0; i < examples.size(); ++i) {
+      if (d.vocab.decode(d.train[i].ids) != examples[i].text)
+        fail("a classification text does not decode back", examples[i].text);
+      if (d.labels.at(static_cast<size_t>(d.train[i].label)) != examples[i].label)
+        fail("a label does not map back", examples[i].label);
+    }
+  }
+}
+
+void lmText(std::string_view text) {
+  std::vector<std::string> lines;
+  try {
+    lines = parseTextLines(text, "fuzz.txt");
+  } catch (const DataError&) {
+    return;
+  }
+  LmOptions o;
+  o.maxTokens = 1 << 30;
+  o.validFraction = 0;
+  const LmData d = lmData(lines, o);
+  if (d.train.size() != lines.size()) fail("lm lines lost", text);
+  int64_t targets = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (d.vocab.decode(d.train[i]) != lines[i]) fail("a line does not decode back", lines[i]);
+    targets += static_cast<int64_t>(d.train[i].size()) - 1;
+  }
+  o.packing = LmOptions::Packing::blocks;
+  o.blockLength = 7;
+  o.validFraction = 0.3;
+  const LmData b = lmData(lines, o);
+  int64_t blockTargets = 0;
+  for (const auto* split : {&b.train, &b.valid})
+    for (const auto& block : *split) blockTargets += static_cast<int64_t>(block.size()) - 1;
+  if (blockTargets != targets) fail("blocks do not cover the text once", text);
+}
+
 void textChecks(std::string_view text) {
   if (findInvalidUtf8(text) != std::string_view::npos) return;
   const std::string n = normalizeText(text);
@@ -84,7 +141,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 3) {
     case 0: vocabulary(text); break;
-    case 1: corpus(text); break;
+    case 1:
+      corpus(text);
+      labeledText(text);
+      lmText(text);
+      break;
     default: textChecks(text); break;
   }
   return 0;
