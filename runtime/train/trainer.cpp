@@ -254,6 +254,9 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
     std::map<std::string, TensorType> types;
     for (const Node* in : m.graph->inputs()) types.emplace(in->result()->name(), in->result()->type());
     task_->checkInputs(types);
+    // The initial parameters, so that validation can run before the first step (the steps
+    // add the optimizer's moments).
+    if (!from) backend_->editState() = runtime::ParamStore(initParams(m.params, config_.seed));
   }
   steps_.assign(task_->buckets().size(), -1);
   std::string shapes, dimNames;
