@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/cuda/driver.h"
+#include "runtime/safetensors.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data_export.h"
 #include "runtime/train/evaluate.h"
@@ -120,8 +121,10 @@ Output (in --out, default runs/<model>-<preset>-<data>, made unique):
                 vocabularies and the loss history; written atomically (temporary file,
                 fsync, rename), so an interrupted save leaves the previous one intact
   loss.csv      step,update,loss,grad_norm,lr,tokens per step (the same after a resume)
-  valid.csv     step,loss,exact_match,bleu per validation
-  loss.svg      the loss curve with validation loss and exact match
+  valid.csv     step,loss,exact_match,bleu,perplexity,accuracy per validation (the
+                task's metric filled in)
+  loss.svg      the loss curve with validation loss and the task's metric: exact match
+                (built-in translation), BLEU (a corpus), perplexity, accuracy
 --resume DIR continues the run of DIR's newest checkpoint (or of a checkpoint file) exactly
 as if it had not stopped: same batches, same dropout, same loss curve. Options that define
 the run (batch, seed, optimizer and precision, data) come from the checkpoint; --steps and --minutes set
@@ -291,14 +294,33 @@ int runTrain(TrainArgs& a) {
   }
   trainer->setTty(isatty(STDERR_FILENO));
   if (!a.exportData.empty()) {
-    if (task != "translation")
-      throw std::invalid_argument(fmt::format("--export-data writes translation data; this run's task is {}", task));
-    // The run's data for another implementation (bench/tatoeba_bleu.py); no training.
+    // The run's data for another implementation (bench/tatoeba_bleu.py, bench/gpt_lm.py); no
+    // training.
     train::DataExportInfo info;
     info.spec = trainer->dataSpec();
     info.seed = trainer->config().seed;
     info.batchSize = trainer->config().batchSize;
     info.epochs = a.exportEpochs;
+    if (task != "translation") {
+      const std::string text = trainer->task().exportJson(info);
+      if (text.empty())
+        throw std::invalid_argument(fmt::format(
+            "--export-data writes translation and lm data; this run's task is {}", task));
+      train::writeExportFile(a.exportData, text);
+      // The run's initial parameters too (those the first step starts from: the bound
+      // graph's initializers from the seed), so that the other side starts from the same ones.
+      const std::string params = fs::path(a.exportData).replace_extension(".init.safetensors").string();
+      const train::ModelSpec& m = trainer->model();
+      TensorFile init;
+      init.tensors = initParams(compileModelFile(m.path, m.options(trainer->binding().graph)).params,
+                                trainer->config().seed);
+      writeSafetensors(params, init);
+      std::cerr << fmt::format("wrote the data of the run ({} training examples, {} validation, {} "
+                               "epochs of batches) to {} and its initial parameters to {}\n",
+                               trainer->task().trainExamples(), trainer->task().validExamples(),
+                               a.exportEpochs, a.exportData, params);
+      return 0;
+    }
     info.lengthCap = trainer->decodeOptions().lengthCap;
     train::writeDataExport(a.exportData, trainer->data(), trainer->batcher(), info);
     std::cerr << fmt::format("wrote the data of the run ({} training pairs, {} validation, {} "
@@ -482,7 +504,9 @@ void registerTrain(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--export-data", a->exportData,
                   "Write the run's data (vocabularies, token ids, buckets, batch order, "
-                  "validation split) as JSON to FILE and exit without training")
+                  "validation split) as JSON to FILE and exit without training (translation "
+                  "and lm; lm also writes the initial parameters to FILE's stem + "
+                  ".init.safetensors)")
       ->option_text("FILE");
   cmd->add_option("--export-epochs", a->exportEpochs, "Epochs of batch order --export-data writes")
       ->check(CLI::PositiveNumber)

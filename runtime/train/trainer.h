@@ -1,12 +1,16 @@
 // The training loop: the model's compiled training step per length bucket, the data in
 // seeded order, validation, checkpoints, and resuming bit-exactly.
 //
-// Each bucket (S, T) of the batcher gets its own compiled `train` graph with the AdamW step
+// The model file's `bind` declaration names the task (task.h) whose batches feed the graph
+// it binds: fields to inputs, the task's values (vocabulary sizes, class counts) to config
+// entries, each bucket's dims (batch, lengths) to named dims. Each bucket gets its own
+// compiled graph with the AdamW step
 // appended (passes/train_step.h), compiled when its first batch comes by the step backend
 // of the run's target (step_backend.h): on the CPU the parameters, optimizer moments and
 // averages live in one ParamStore updated in place; on a CUDA GPU they stay on the device
-// and only batches and scalars cross PCIe. Validation (loss and greedy decoding) and
-// translation run on the CPU with the state fetched from the backend: decoding is many
+// and only batches and scalars cross PCIe. Validation (the task's: loss, greedy decoding,
+// perplexity, accuracy) and translation run on the CPU with the state fetched from the
+// backend: decoding is many
 // small latency-bound runs whose key/value caches the host reorders (beam search), and a
 // validation every few hundred steps is a small share of a run. Every state update
 // is guarded: new.X = finite ? X' : X, where `finite` says the loss and the gradient norm
