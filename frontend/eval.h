@@ -152,7 +152,7 @@ class Evaluator {
   std::optional<LoweredGraph> lowerGraph(const GraphDecl& g,
                                          const std::vector<std::pair<std::string, int64_t>>& dims);
 
-  // ---- shared with the driver (compile.cpp) and helpers in eval.cpp ----
+  // ---- shared with the driver (compile.cpp) and helpers in eval*.cpp ----
   struct ArgVal {
     std::string name;  // empty: positional
     Val v;
@@ -174,7 +174,7 @@ class Evaluator {
   };
 
  private:
-  // Expressions.
+  // Expressions (eval_expr.cpp; calls in eval_call.cpp, builtins in builtins.cpp).
   Val eval(const Expr& e);
   Val evalName(const std::string& name, Loc loc);
   Val evalIndex(const Expr& e);
@@ -191,7 +191,7 @@ class Evaluator {
                 std::vector<ArgVal> args, Loc loc, bool intoMembers);
   std::vector<Val> iterate(const Val& lo, const Val* hi, Loc loc);
 
-  // Statements.
+  // Statements (eval_stmt.cpp).
   void execBlock(const std::vector<StmtPtr>& body);
   void execStmt(const Stmt& s);
   void bind(const std::string& name, Val v, Loc loc, bool isLet);
@@ -199,7 +199,7 @@ class Evaluator {
   void declareParam(const Stmt& s);
   Val callOp(OpKind k, std::vector<ArgVal> args, Loc loc);
 
-  // Tensors.
+  // Tensors (eval_tensor.cpp).
   void requireTensorContext(Loc loc, const char* what);
   std::string irName(const std::string& base) const;
   Value* constantScalar(DType dt, double v, Loc loc, const std::string& name = "c");

@@ -12,8 +12,8 @@
 //     dropout: element e (row-major index of (..., i, j) in [..., Tq, Tk]) is kept when
 //              philoxUniformAt(seed, offset, e) >= p_drop (compared in the dtype), and a
 //              kept p is multiplied by (dtype)(1 / (1 - p_drop)) -- exactly the frontend's
-//              dropout(softmax(...), p) (frontend/eval.cpp), so fused == unfused bit for bit
-//              in the random stream.
+//              dropout(softmax(...), p) (frontend/eval_tensor.cpp), so fused == unfused bit
+//              for bit in the random stream.
 //     out[i]   = sum over j of p_dropped[i, j] * v[j]       [..., Tq, Dv]
 //     lse                                                   [..., Tq], q's dtype
 //
