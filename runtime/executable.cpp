@@ -1,13 +1,11 @@
+// Compiling a graph into an Executable: lowering, kernel groups, GEMM pairs, code generation,
+// the stateful mode's in-place outputs and the memory plan. Running it is in executable_run.cpp.
 #include "runtime/executable.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -22,6 +20,7 @@
 #include "ir/env_flag.h"
 #include "ir/huge_pages.h"
 #include "passes/fusion.h"
+#include "runtime/executable_impl.h"
 #include "runtime/gemm_cast_fold.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/graph_walk.h"
@@ -29,12 +28,9 @@
 #include "runtime/launch_schedule.h"
 #include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
-#include "runtime/param_store.h"
 #include "support/thread_pool.h"
 
 namespace tgc::runtime {
-
-namespace kir = codegen::kir;
 
 namespace {
 
@@ -43,63 +39,6 @@ namespace {
 constexpr int64_t kSerialWork = 1 << 15;
 // Each thread's chunk of a parallel kernel gets at least this much work.
 constexpr int64_t kChunkWork = 1 << 13;
-
-
-// Where a buffer lives. Views share their operand's slot.
-enum class SlotKind { Arena, Input, Constant, Alias, Output };
-
-struct Slot {
-  SlotKind kind = SlotKind::Arena;
-  // Input: position in Impl::inputs; Constant: in Impl::constants; Alias: the slot whose
-  // memory this one uses (new.X written into X's storage); Output: the result tensor (its
-  // position in Impl::outputs) the value is computed in.
-  int index = -1;
-  int64_t offset = 0;  // Arena: from the memory plan
-  int64_t bytes = 0;
-  DType dtype = DType::f32;
-  std::string name;    // the graph value that owns the memory
-  int first = -1;      // Arena: the launch that writes it
-  int lastUse = -1;    // the last launch reading it (kEnd: read after the last launch)
-};
-
-struct Launch {
-  enum class Kind { Kernel, Gemm, Library } kind = Kind::Kernel;
-  std::string name;
-  kir::KernelFn fn = nullptr;
-  int64_t extent = 1;  // Kernel: the parallel extent
-  int64_t grain = 1;   // Kernel: the smallest chunk of the parallel range per thread
-  bool parallel = false;
-  codegen::GemmDesc gemm;     // Gemm: slots are A, B, C
-  bool gemmZeroK = false;     // an empty contraction: C is all zeros
-  codegen::LibraryKernel library;  // Library: slots are the operands, then the results
-  size_t libraryOperands = 0;
-  std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)
-  std::vector<bool> writes;   // per slot: written by the launch (else only read)
-  int partner = -1;           // the launch of its GEMM pair (runs beside it), or -1
-  std::vector<void*> ptrs;    // resolved at the start of each run
-  std::vector<int> dying;     // arena slots last used here (poisoned after it)
-  double seconds = 0;         // with ExecOptions::profile: time spent, over all runs
-  double stepSeconds = 0;     // ... and the wall time of its pair (== seconds unpaired)
-  int64_t runs = 0;
-};
-
-// Bytes that read as NaN in every float format, or an unlikely integer pattern.
-void poison(void* p, int64_t bytes, DType dtype) {
-  auto fill = [&](auto pattern) {
-    auto* q = static_cast<unsigned char*>(p);
-    for (int64_t i = 0; i + static_cast<int64_t>(sizeof pattern) <= bytes; i += sizeof pattern)
-      std::memcpy(q + i, &pattern, sizeof pattern);
-  };
-  switch (dtype) {
-    case DType::f32: return fill(uint32_t{0x7FC00000u});
-    case DType::f64: return fill(uint64_t{0x7FF8000000000000ull});
-    case DType::bf16: return fill(uint16_t{0x7FC0u});
-    case DType::f16: return fill(uint16_t{0x7E00u});
-    case DType::i32:
-    case DType::i64:
-    case DType::boolean: std::memset(p, 0xA5, static_cast<size_t>(bytes)); return;
-  }
-}
 
 // Structural equality of index expressions (shared subtrees compare by pointer first).
 bool sameExpr(const kir::ExprP& a, const kir::ExprP& b) {
@@ -261,14 +200,6 @@ int foldBatchReductionsIntoGemms(Graph& g) {
   return static_cast<int>(candidates.size());
 }
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 ExecOptions ExecOptions::fromEnv() {
@@ -281,62 +212,6 @@ ExecOptions ExecOptions::fromEnv() {
   o.gemmPairHelp = !envFlag("TGC_NO_GEMM_PAIR_HELP");
   return o;
 }
-
-struct Executable::Impl {
-  static constexpr int kEnd = std::numeric_limits<int>::max();
-
-  ExecOptions opts;
-  std::vector<std::unique_ptr<codegen::Jit>> jits;  // own the compiled kernels
-  std::unique_ptr<ThreadPool> ownPool;
-  ThreadPool* pool = nullptr;
-  ThreadPool serial{1};  // each half of a GEMM pair runs on one thread (no workers: shared)
-
-  std::vector<Slot> slots;
-  std::vector<Launch> launches;
-  std::vector<int> stepOf;  // per launch: its step (a GEMM pair shares one)
-  std::vector<Tensor> constants;
-  struct IO {
-    std::string name;
-    TensorType type;
-    int slot = -1;
-    bool bound = false;  // an output computed right in its result tensor, not copied there
-  };
-  std::vector<IO> inputs, outputs;
-  std::vector<bool> outputIsState;  // per output: a new.X written back into X
-  struct StateCopy {
-    int src, dst;
-    int64_t bytes;
-  };
-  std::vector<StateCopy> copies;
-  std::vector<std::string> stateNames;
-
-  std::unique_ptr<void, AlignedFree> arena;
-  std::vector<void*> slotPtr;
-  ExecStats stats;
-
-  void build(const Graph& g);
-  void scheduleGemmPairs(std::vector<int>& loweredLaunch);
-  // The step of a launch index; -1 (never used) and kEnd (read after the run) map to
-  // themselves.
-  int stepAt(int launch) const {
-    return launch < 0 || launch == kEnd ? launch : stepOf[static_cast<size_t>(launch)];
-  }
-  void pairState(std::vector<codegen::LoweredKernel>& lowered,
-                 const std::vector<int>& loweredLaunch);
-  void plan();
-  void generateCode(std::vector<codegen::LoweredKernel>& lowered,
-                    const std::vector<int>& loweredLaunch);
-  void execute(const std::vector<void*>& inputPtrs, const std::vector<Tensor*>& results);
-  // Runs with the inputs at `inputPtrs` and the outputs written into `results` (one per
-  // output, state outputs excepted under skipState, in output order): a tensor of the
-  // output's type is written over, any other is replaced.
-  void runInto(const std::vector<void*>& inputPtrs, bool skipState, std::vector<Tensor>& results);
-  void runKernel(Launch& l);
-  void runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare::Side share = {});
-  void poisonDying(const Launch& l);
-};
-
-// ---- compile ---------------------------------------------------------------------------------
 
 std::vector<kir::Kernel> lowerGraphKernels(const Graph& g, bool fuse) {
   auto graph = g.clone();
@@ -724,279 +599,6 @@ void Executable::Impl::plan() {
   arena.reset(mem);
   slotPtr.assign(slots.size(), nullptr);
   for (Launch& l : launches) l.ptrs.assign(l.slots.size(), nullptr);
-}
-
-// ---- run -------------------------------------------------------------------------------------
-
-void Executable::Impl::runKernel(Launch& l) {
-  void* const* ptrs = l.ptrs.data();
-  const kir::KernelFn fn = l.fn;
-  if (!l.parallel) {
-    fn(ptrs, 0, l.extent);
-    return;
-  }
-  pool->parallelFor(l.extent, [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); },
-                    l.grain);
-}
-
-void Executable::Impl::runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare::Side share) {
-  const int64_t cBytes = slots[static_cast<size_t>(l.slots[2])].bytes;
-  if (l.gemmZeroK)
-    std::memset(l.ptrs[2], 0, static_cast<size_t>(cBytes));
-  else if (cBytes > 0 && l.gemm.dtype == DType::bf16)
-    codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
-                      static_cast<float*>(epilogueOperands(l.gemm, l.ptrs.data() + 3).sumB));
-  else if (cBytes > 0)
-    codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
-                  epilogueOperands(l.gemm, l.ptrs.data() + 3), share);
-}
-
-void Executable::Impl::poisonDying(const Launch& l) {
-  for (int s : l.dying) {
-    const Slot& sl = slots[static_cast<size_t>(s)];
-    poison(slotPtr[static_cast<size_t>(s)], sl.bytes, sl.dtype);
-  }
-}
-
-void Executable::Impl::runInto(const std::vector<void*>& inputPtrs, bool skipState,
-                               std::vector<Tensor>& results) {
-  std::vector<Tensor*> resultPtrs(outputs.size(), nullptr);
-  size_t count = 0;
-  for (size_t o = 0; o < outputs.size(); ++o) count += skipState && outputIsState[o] ? 0 : 1;
-  results.resize(count);
-  for (size_t o = 0, k = 0; o < outputs.size(); ++o) {
-    if (skipState && outputIsState[o]) continue;
-    // Every output is written whole by its launch (or copied from the arena below), so it
-    // is not zero-filled first; under poisonFreed it starts as NaN, so that a kernel that
-    // leaves part of an output unwritten fails the poisoned tests.
-    Tensor& t = results[k++];
-    // (A default Tensor() reads as f32[] but holds no storage.)
-    const bool reusable = t.type() == outputs[o].type && (t.nbytes() == 0 || t.data());
-    if (!reusable) t = Tensor::uninitialized(outputs[o].type);
-    if (opts.poisonFreed) poison(t.data(), static_cast<int64_t>(t.nbytes()), t.dtype());
-    resultPtrs[o] = &t;
-  }
-  execute(inputPtrs, resultPtrs);
-  for (size_t o = 0; o < outputs.size(); ++o)
-    if (resultPtrs[o] && !outputs[o].bound && resultPtrs[o]->nbytes() > 0)
-      std::memcpy(resultPtrs[o]->data(), slotPtr[static_cast<size_t>(outputs[o].slot)],
-                  resultPtrs[o]->nbytes());
-}
-
-void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
-                               const std::vector<Tensor*>& results) {
-  auto* base = static_cast<unsigned char*>(arena.get());
-  for (size_t s = 0; s < slots.size(); ++s) {
-    const Slot& sl = slots[s];
-    switch (sl.kind) {
-      case SlotKind::Arena: slotPtr[s] = base + sl.offset; break;
-      case SlotKind::Input: slotPtr[s] = inputPtrs[static_cast<size_t>(sl.index)]; break;
-      case SlotKind::Constant: slotPtr[s] = constants[static_cast<size_t>(sl.index)].data(); break;
-      case SlotKind::Output: slotPtr[s] = results[static_cast<size_t>(sl.index)]->data(); break;
-      case SlotKind::Alias: break;
-    }
-  }
-  auto at = [&](int s) { return slotPtr[static_cast<size_t>(s)]; };
-  for (size_t s = 0; s < slots.size(); ++s)  // aliases point at input slots, resolved above
-    if (slots[s].kind == SlotKind::Alias) slotPtr[s] = at(slots[s].index);
-  if (opts.poisonFreed && base) std::memset(base, 0xFF, static_cast<size_t>(stats.arenaBytes));
-  auto now = [&] {
-    return opts.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  };
-
-  for (size_t i = 0; i < launches.size(); ++i) {
-    Launch& l = launches[i];
-    for (size_t b = 0; b < l.slots.size(); ++b) l.ptrs[b] = at(l.slots[b]);
-    const auto t0 = now();
-    if (l.partner == static_cast<int>(i) + 1) {
-      // A GEMM pair: one GEMM per thread, each on the serial path with its own packing
-      // scratch (thread_local in codegen/gemm.cpp), each timed on its own thread. The
-      // thread that finishes first helps the other; that time counts to the other launch.
-      Launch& r = launches[++i];
-      for (size_t b = 0; b < r.slots.size(); ++b) r.ptrs[b] = at(r.slots[b]);
-      codegen::GemmPairShare share;
-      double helped[2] = {0, 0};
-      // Nested in another pool's job the halves run one after the other: no help then.
-      const bool help = opts.gemmPairHelp && pool->runsSideBySide(2);
-      pool->runOnThreads(2, [&](int t) {
-        Launch& half = t == 0 ? l : r;
-        const auto t1 = now();
-        if (help) {
-          struct Finish {  // also when the GEMM throws: the other thread stops helping
-            codegen::GemmPairShare& s;
-            int side;
-            ~Finish() { s.finish(side); }
-          } finish{share, t};
-          runGemm(half, &serial, {&share, t});
-        } else {
-          runGemm(half, &serial);
-        }
-        if (opts.profile) half.seconds += secondsSince(t1);
-        if (help) helped[t] = share.help(t);
-      });
-      if (opts.profile) {
-        l.seconds += helped[1];
-        r.seconds += helped[0];
-        const double wall = secondsSince(t0);
-        for (Launch* h : {&l, &r}) {
-          h->stepSeconds += wall;
-          ++h->runs;
-        }
-      }
-      if (opts.poisonFreed) {  // after both: each half's dying buffers were live in the other's
-        poisonDying(l);
-        poisonDying(r);
-      }
-      continue;
-    }
-    if (l.kind == Launch::Kind::Kernel)
-      runKernel(l);
-    else if (l.kind == Launch::Kind::Library)
-      l.library(l.ptrs.data(), l.ptrs.data() + l.libraryOperands, *pool);
-    else
-      runGemm(l, pool);
-    if (opts.profile) {
-      const double spent = secondsSince(t0);
-      l.seconds += spent;
-      l.stepSeconds += spent;
-      ++l.runs;
-    }
-    if (opts.poisonFreed) poisonDying(l);
-  }
-  for (const StateCopy& c : copies)
-    std::memcpy(at(c.dst), at(c.src), static_cast<size_t>(c.bytes));
-}
-
-Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Executable::~Executable() = default;
-
-namespace {
-
-void checkType(const std::string& name, const TensorType& want, const Tensor& got,
-               const char* where) {
-  if (got.type() != want)
-    throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but {} holds {}",
-                                            name, want.str(), where, got.type().str()));
-}
-
-
-}  // namespace
-
-std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs) {
-  std::vector<Tensor> out;
-  run(inputs, out);
-  return out;
-}
-
-void Executable::run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& out) {
-  Impl& m = *impl_;
-  if (m.opts.updateInPlace)
-    throw std::logic_error("a stateful executable (updateInPlace) runs with runStep");
-  std::vector<void*> ptrs;
-  std::vector<std::string> missing;
-  for (const Impl::IO& in : m.inputs) {
-    auto it = inputs.find(in.name);
-    if (it == inputs.end()) {
-      missing.push_back("%" + in.name);
-      ptrs.push_back(nullptr);
-      continue;
-    }
-    checkType(in.name, in.type, it->second, "the given tensor");
-    ptrs.push_back(const_cast<void*>(it->second.data()));  // kernels only read inputs
-  }
-  if (!missing.empty())
-    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
-                                            fmt::join(missing, ", ")));
-  m.runInto(ptrs, false, out);
-}
-
-std::map<std::string, Tensor> Executable::runStep(ParamStore& store,
-                                                  const std::map<std::string, Tensor>& batch) {
-  std::map<std::string, Tensor> out;
-  runStep(store, batch, out);
-  return out;
-}
-
-void Executable::runStep(ParamStore& store, const std::map<std::string, Tensor>& batch,
-                         std::map<std::string, Tensor>& out) {
-  Impl& m = *impl_;
-  if (!m.opts.updateInPlace)
-    throw std::logic_error("runStep needs an executable compiled with updateInPlace");
-  const std::set<std::string> state(m.stateNames.begin(), m.stateNames.end());
-  std::vector<void*> ptrs;
-  std::vector<std::string> missing;
-  for (const Impl::IO& in : m.inputs) {
-    if (state.count(in.name)) {
-      if (!store.contains(in.name)) {
-        missing.push_back("%" + in.name + " (store)");
-        ptrs.push_back(nullptr);
-        continue;
-      }
-      Tensor& t = store.at(in.name);
-      checkType(in.name, in.type, t, "the parameter store");
-      ptrs.push_back(t.data());
-      continue;
-    }
-    auto it = batch.find(in.name);
-    if (it == batch.end()) {
-      missing.push_back("%" + in.name);
-      ptrs.push_back(nullptr);
-      continue;
-    }
-    checkType(in.name, in.type, it->second, "the batch");
-    ptrs.push_back(const_cast<void*>(it->second.data()));
-  }
-  if (!missing.empty())
-    throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
-                                            fmt::join(missing, ", ")));
-  // The tensors `out` holds under the outputs' names are written over in place.
-  std::vector<Tensor> results;
-  for (size_t i = 0; i < m.outputs.size(); ++i) {
-    if (m.outputIsState[i]) continue;
-    auto it = out.find(m.outputs[i].name);
-    results.push_back(it == out.end() ? Tensor() : std::move(it->second));
-  }
-  out.clear();
-  m.runInto(ptrs, true, results);
-  size_t next = 0;
-  for (size_t i = 0; i < m.outputs.size(); ++i)
-    if (!m.outputIsState[i]) out.emplace(m.outputs[i].name, std::move(results[next++]));
-}
-
-const std::vector<std::string>& Executable::stateNames() const { return impl_->stateNames; }
-const ExecStats& Executable::stats() const { return impl_->stats; }
-
-std::vector<std::string> Executable::launchNames() const {
-  std::vector<std::string> names;
-  for (const Launch& l : impl_->launches) names.push_back(l.name);
-  return names;
-}
-
-std::vector<Executable::LaunchTime> Executable::profile() const {
-  std::vector<LaunchTime> out;
-  for (const Launch& l : impl_->launches)
-    out.push_back({l.name, l.kind == Launch::Kind::Gemm, l.seconds, l.runs, l.partner,
-                   l.stepSeconds});
-  return out;
-}
-
-std::vector<int> Executable::launchSteps() const { return impl_->stepOf; }
-
-std::vector<Executable::ArenaBuffer> Executable::arenaBuffers() const {
-  std::vector<ArenaBuffer> out;
-  const int end = static_cast<int>(impl_->launches.size());
-  for (const Slot& s : impl_->slots)
-    if (s.kind == SlotKind::Arena)
-      out.push_back({s.name, s.offset, s.bytes, s.first,
-                     s.lastUse == Impl::kEnd ? end : std::max(s.first, s.lastUse)});
-  return out;
-}
-
-GraphBackend cpuF64Backend(const ExecOptions& opts) {
-  return [opts](const Graph& g) -> GraphRunner {
-    std::shared_ptr<Executable> exe = Executable::compile(*promoteToF64(g), opts);
-    return [exe](const std::map<std::string, Tensor>& inputs) { return exe->run(inputs); };
-  };
 }
 
 }  // namespace tgc::runtime

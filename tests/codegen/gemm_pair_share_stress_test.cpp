@@ -1,5 +1,5 @@
 // GEMM pair help under stress (codegen/gemm_pair_share.h, the pair branch of
-// runtime/executable.cpp): random pairs of real products on a 2-thread pool, as the
+// runtime/executable_run.cpp): random pairs of real products on a 2-thread pool, as the
 // executable runs them (f32 and f64, transposes, direct A, epilogues, column sums, K
 // super-blocks, batches that must not offer, empty products), both sides finishing first in
 // turn, every C and sum bit-identical to the same product run alone. Then three failure
