@@ -11,7 +11,7 @@ RunInfo loadRun(const std::string& pathOrDir, const std::string& model) {
   if (!model.empty()) r.model.path = std::filesystem::absolute(model).lexically_normal().string();
   r.data = DataSpec::fromJson(r.checkpoint.data);
   r.config = TrainConfig::fromJson(r.checkpoint.options);
-  r.binding = findBinding(r.model, r.config.task);
+  r.binding = findBinding(r.model, r.config.task, r.config.legacyBinding);
   return r;
 }
 

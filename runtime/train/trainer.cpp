@@ -81,8 +81,24 @@ std::string runDirOf(const std::string& checkpointPath) {
 
 }  // namespace
 
-DataBinding findBinding(const ModelSpec& model, const std::string& task) {
-  DataBinding b = chooseBinding(compileModelFile(model.path, model.options("")), task, model.path);
+// train(src, tgt_in, tgt_out) with src_vocab, tgt_vocab and dims B, S, T: what every run
+// trained before bindings existed.
+DataBinding legacyTranslationBinding(const std::string& path) {
+  const std::string loc = path + " (a run from before data bindings: translation)";
+  DataBinding b;
+  b.task = "translation";
+  b.graph = "train";
+  b.loc = loc;
+  b.inputs = {{"src", "source", -1, loc}, {"tgt_in", "target_in", -1, loc}, {"tgt_out", "target_out", -1, loc}};
+  b.configs = {{"src_vocab", "source_vocab", -1, loc}, {"tgt_vocab", "target_vocab", -1, loc}};
+  b.dims = {{"B", "batch", -1, loc}, {"S", "source_length", -1, loc}, {"T", "target_length", -1, loc}};
+  return b;
+}
+
+DataBinding findBinding(const ModelSpec& model, const std::string& task, bool legacy) {
+  const CompiledModel m = compileModelFile(model.path, model.options(""));
+  if (legacy && m.bindings.empty()) return legacyTranslationBinding(model.path);
+  DataBinding b = chooseBinding(m, task, model.path);
   // Compiling the bound graph checks the binding against it (errors at file:line:col).
   compileModelFile(model.path, model.options(b.graph));
   return b;
@@ -118,6 +134,7 @@ TrainConfig TrainConfig::fromJson(std::string_view text) {
     c.batchSize = j.at("batch_size").get<int64_t>();
     c.buckets = j.at("buckets").get<int>();
     c.task = j.value("task", std::string());
+    c.legacyBinding = !j.contains("task");
     c.seed = j.at("seed").get<uint64_t>();
     c.validEvery = j.at("valid_every").get<int64_t>();
     c.validSize = j.at("valid_size").get<int64_t>();
@@ -220,7 +237,7 @@ Trainer::Trainer(ModelSpec model, DataSpec dataSpec, TrainConfig config, std::st
   // The binding (checked against its graph by the front end) says which task feeds which
   // inputs; compiling with the config defaults finds it before any data is read.
   {
-    binding_ = findBinding(model_, config_.task);
+    binding_ = findBinding(model_, config_.task, from && config_.legacyBinding);
     CompiledModel probe = compileModelFile(model_.path, model_.options(binding_.graph));
     if (probe.loss_output < 0)
       throw std::runtime_error(fmt::format("{}: the graph '{}' that the binding feeds has no output 'loss'",

@@ -54,6 +54,8 @@ struct TrainConfig {
   // The binding that feeds the model: its task's name, or "" for the one the model file
   // declares (an error when it declares several).
   std::string task;
+  // Read from a checkpoint written before bindings existed (its runs were translation).
+  bool legacyBinding = false;
   uint64_t seed = 1;       // parameters, data order, dropout
   OptimizerConfig optimizer;
   int64_t validEvery = 100;      // steps between validations (0: none)
@@ -203,7 +205,9 @@ class Trainer {
 
 // The binding of the model file that names `task` ("": the only one), checked against the
 // graph it feeds; errors say what the file declares.
-DataBinding findBinding(const ModelSpec& model, const std::string& task);
+// `legacy` (a checkpoint written before bindings, whose model file may declare none): a
+// model without bindings gets the translation binding that runs had then.
+DataBinding findBinding(const ModelSpec& model, const std::string& task, bool legacy = false);
 
 // Adds the non-finite guard to a training-step graph (outputs loss first and grad_norm):
 // every output new.X becomes where(finite, new.X, X), and an output "finite" (bool) is
