@@ -10,6 +10,8 @@
 #include <functional>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/data/error.h"
 #include "runtime/data/rng.h"
 #include "runtime/safetensors.h"
@@ -264,6 +266,53 @@ graph train(x: f32[B, 4]) training {
   err = errorOf([&] { findBinding(lmModel(), "classification"); });
   EXPECT_NE(err.find("--task classification"), std::string::npos) << err;
   EXPECT_NE(err.find("lm"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace tgc::train
+
+namespace tgc::train {
+namespace {
+
+// A checkpoint written before bindings (no "task" among its options) whose model file
+// declares none resumes with the translation binding such runs had.
+TEST(Binding, CheckpointsFromBeforeBindingsResume) {
+  traintest::ScratchDir dir("tgc-legacy");
+  std::ifstream in(std::string(TGC_SOURCE_DIR) + "/models/transformer.tg");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  const size_t at = text.find("bind translation to train {");
+  ASSERT_NE(at, std::string::npos);
+  text.erase(at, text.find('}', at) + 1 - at);
+  ModelSpec m = traintest::microModel();
+  m.path = writeFile(dir.str("old.tg"), text);
+  m.libPaths = {std::string(TGC_SOURCE_DIR) + "/models/lib"};
+  // Trained through the legacy binding's twin: the same file with its binding back.
+  ModelSpec bound = traintest::microModel();
+  TrainConfig c = traintest::microConfig();
+  {
+    Trainer t(bound, traintest::microData(), c, dir.str("run"), traintest::trainExecOptions());
+    StopRule r;
+    r.steps = 3;
+    t.train(r);
+  }
+  const std::string file = listCheckpoints(dir.str("run")).back();
+  Checkpoint ck = loadCheckpoint(file);
+  nlohmann::json o = nlohmann::json::parse(ck.options);
+  o.erase("task");
+  ck.options = o.dump();
+  ModelSpec stored = ModelSpec::fromJson(ck.model);
+  stored.path = m.path;
+  stored.libPaths = m.libPaths;
+  ck.model = stored.toJson();
+  saveCheckpoint(file, ck);
+  auto resumed = Trainer::resume(dir.str("run"), "", traintest::trainExecOptions());
+  EXPECT_EQ(resumed->binding().task, "translation");
+  StopRule r;
+  r.steps = 5;
+  resumed->train(r);
+  EXPECT_EQ(resumed->stepCount(), 5);
 }
 
 }  // namespace
