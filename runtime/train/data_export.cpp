@@ -53,9 +53,41 @@ std::string dataExportJson(const data::TranslationData& d, const data::Batcher& 
   return j.dump();
 }
 
+std::string lmDataExportJson(const data::LmData& d, const data::LmBatcher& train,
+                             const DataExportInfo& info) {
+  json j;
+  j["format"] = "tgc-data-export";
+  j["version"] = 1;
+  j["task"] = "lm";
+  j["data"] = json::parse(info.spec.toJson());
+  j["seed"] = info.seed;
+  j["batch_size"] = info.batchSize;
+  json buckets = json::array();
+  for (const auto& b : train.buckets()) buckets.push_back(b.at("length"));
+  j["buckets"] = buckets;
+  j["vocab"] = json::parse(d.vocab.toJson());
+  j["pad"] = data::Vocab::kPad;
+  j["bos"] = data::Vocab::kBos;
+  j["eos"] = data::Vocab::kEos;
+  j["train"] = train.data();
+  json epochs = json::array();
+  for (int64_t e = 0; e < info.epochs; ++e) {
+    json plans = json::array();
+    for (const auto& p : train.planEpoch(info.seed, static_cast<uint64_t>(e)))
+      plans.push_back({p.bucket, p.examples});
+    epochs.push_back(std::move(plans));
+  }
+  j["epochs"] = std::move(epochs);
+  j["valid"] = d.valid;
+  return j.dump();
+}
+
 void writeDataExport(const std::string& path, const data::TranslationData& d,
                      const data::Batcher& train, const DataExportInfo& info) {
-  const std::string text = dataExportJson(d, train, info);
+  writeExportFile(path, dataExportJson(d, train, info));
+}
+
+void writeExportFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

@@ -32,6 +32,8 @@ namespace tgc::train {
 using data::BucketDims;
 using data::FieldBatch;
 
+struct DataExportInfo;  // data_export.h
+
 struct BatchOptions {
   int64_t batchSize = 64;  // rows of every batch (the bound dim of `batch`)
   int buckets = 2;         // length buckets of the training split, one compiled step each
@@ -89,6 +91,14 @@ class Task {
   // compiled for the first bucket with the task's values): the front end checks the fixed
   // fields of the other tasks, the tensors task's come from a file.
   virtual void checkInputs(const std::map<std::string, TensorType>& types) const { (void)types; }
+
+  // The run's data for another implementation (`tgc train --export-data`, data_export.h):
+  // JSON of the training examples, the buckets, the batch plans of info.epochs epochs and the
+  // validation split; "" when the task has no such export (translation writes its own).
+  virtual std::string exportJson(const DataExportInfo& info) const {
+    (void)info;
+    return {};
+  }
 
   // Checkpoints: what this task stores (vocabularies, labels) and, on resume, the check that
   // the data still gives what the checkpoint stored.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "runtime/train/data_export.h"
 #include "runtime/train/task_kinds.h"
 
 namespace tgc::train {
@@ -87,6 +88,10 @@ class LmTask final : public Task {
 
   std::string report(ValidationContext& ctx, int samples) override {
     return lmSamples(ctx, data_, samples);
+  }
+
+  std::string exportJson(const DataExportInfo& info) const override {
+    return lmDataExportJson(data_, *batcher_, info);
   }
 
   void save(Checkpoint& c) const override { c.taskState = taskStateJson({"lm", data_.vocab, {}}); }

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "runtime/data/dataset.h"
+#include "runtime/data/lm_data.h"
+#include "runtime/safetensors.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data_export.h"
 #include "runtime/train/evaluate.h"
@@ -131,6 +133,88 @@ TEST(DataExport, CommandLineExportAndHypotheses) {
                                                       train::evalSplit(t.data()),
                                                       t.decodeOptions(), 12);
   EXPECT_EQ(lines, want.hypotheses);
+}
+
+TEST(DataExport, WritesTheLmTasksDataExactly) {
+  data::LmOptions o;
+  o.validFraction = 0.1;
+  const data::LmData d = data::lmData(data::builtinText(3, 300), o);
+  ASSERT_FALSE(d.valid.empty());
+  const data::LmBatcher batcher(d.train, {.batchSize = 8, .numBuckets = 2, .dropPartial = true});
+  train::DataExportInfo info;
+  info.spec.kind = "builtin";
+  info.seed = 5;
+  info.batchSize = 8;
+  info.epochs = 2;
+  const json j = json::parse(train::lmDataExportJson(d, batcher, info));
+  EXPECT_EQ(j.at("format"), "tgc-data-export");
+  EXPECT_EQ(j.at("task"), "lm");
+  EXPECT_EQ(j.at("seed"), 5);
+  EXPECT_EQ(j.at("batch_size"), 8);
+  EXPECT_EQ(j.at("data").at("kind"), "builtin");
+  EXPECT_EQ(j.at("pad"), data::Vocab::kPad);
+  EXPECT_EQ(j.at("bos"), data::Vocab::kBos);
+  EXPECT_EQ(j.at("eos"), data::Vocab::kEos);
+  EXPECT_TRUE(data::Vocab::fromJson(j.at("vocab").dump()) == d.vocab);
+  ASSERT_EQ(j.at("buckets").size(), batcher.buckets().size());
+  for (size_t b = 0; b < batcher.buckets().size(); ++b)
+    EXPECT_EQ(j["buckets"][b], batcher.buckets()[b].at("length"));
+  EXPECT_EQ(j.at("train").get<std::vector<std::vector<int64_t>>>(), batcher.data());
+  EXPECT_EQ(j.at("valid").get<std::vector<std::vector<int64_t>>>(), d.valid);
+  ASSERT_EQ(j.at("epochs").size(), 2u);
+  for (uint64_t e = 0; e < 2; ++e) {
+    const auto plans = batcher.planEpoch(5, e);
+    ASSERT_EQ(j["epochs"][e].size(), plans.size());
+    for (size_t k = 0; k < plans.size(); ++k) {
+      EXPECT_EQ(j["epochs"][e][k][0], plans[k].bucket);
+      EXPECT_EQ(j["epochs"][e][k][1].get<std::vector<size_t>>(), plans[k].examples);
+    }
+  }
+  // A batch rebuilt from the export by the documented rule is the batcher's.
+  const auto plan = batcher.planEpoch(5, 0).front();
+  const data::FieldBatch b = batcher.makeBatch(plan);
+  const int64_t L = j["buckets"][static_cast<size_t>(plan.bucket)].get<int64_t>();
+  for (size_t r = 0; r < plan.examples.size(); ++r) {
+    const auto seq = j["train"][plan.examples[r]].get<std::vector<int64_t>>();
+    for (int64_t t = 0; t < L; ++t) {
+      const auto n = static_cast<int64_t>(seq.size()) - 1;
+      const auto i = static_cast<size_t>(t);
+      const size_t at = r * static_cast<size_t>(L) + i;
+      EXPECT_EQ(b.fields.at("tokens").as<int64_t>()[at], t < n ? seq[i] : 0);
+      EXPECT_EQ(b.fields.at("targets").as<int64_t>()[at], t < n ? seq[i + 1] : 0);
+    }
+  }
+}
+
+TEST(DataExport, CommandLineLmExportWritesTheInitialParameters) {
+  traintest::ScratchDir dir("data-export-lm");
+  const std::string model = std::string(TGC_SOURCE_DIR) + "/models/gpt.tg";
+  const std::string exportPath = (dir.path / "lm.json").string();
+  auto r = tgc::testing::runTgc({"train", model, "--preset", "tiny", "--batch", "16",
+                                 "--export-data", exportPath, "--export-epochs", "1", "--out",
+                                 (dir.path / "export-run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(train::listCheckpoints((dir.path / "export-run").string()).empty());
+  std::ifstream f(exportPath);
+  const json j = json::parse(f);
+  EXPECT_EQ(j.at("task"), "lm");
+  EXPECT_EQ(j.at("batch_size"), 16);
+  EXPECT_EQ(j.at("epochs").size(), 1u);
+  const TensorFile init = readSafetensors((dir.path / "lm.init.safetensors").string());
+  ASSERT_TRUE(init.tensors.contains("tok_embed.weight"));
+  const auto vocab = static_cast<int64_t>(j.at("vocab").at("tokens").size());
+  EXPECT_EQ(init.tensors.at("tok_embed.weight").shape(), (Shape{vocab, 64}));
+  for (const auto& [name, t] : init.tensors) EXPECT_FALSE(name.starts_with("adam.")) << name;
+
+  // Tasks without an export say so.
+  r = tgc::testing::runTgc({"train", std::string(TGC_SOURCE_DIR) + "/models/classifier.tg",
+                            "--export-data", (dir.path / "c.json").string(), "--out",
+                            (dir.path / "c-run").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--export-data writes translation and lm data; this run's task is "
+                       "classification"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace
