@@ -91,9 +91,7 @@ int evalTask(const EvalArgs& a, const train::RunInfo& run, runtime::ExecOptions 
 }
 
 int runEval(const EvalArgs& a) {
-  if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
-  runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
-  if (a.noCache) exec.useCache = false;
+  const runtime::ExecOptions exec = commandExecOptions(a.threads, a.noCache);
   const train::RunInfo run = train::loadRun(a.checkpoint, a.model);
   if (run.binding.task != "translation") return evalTask(a, run, exec);
   const std::string& used = run.path;
@@ -156,16 +154,7 @@ void registerEval(CLI::App& app) {
   cmd->add_option("--hypotheses", a->hypotheses, "Write the translations, one per line, to FILE")
       ->option_text("FILE");
   cmd->add_option("--show", a->show, "Examples printed, spread over the split")->capture_default_str();
-  cmd->callback([a] {
-    try {
-      runEval(*a);
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      std::cerr << (msg.find(": error: ") != std::string::npos ? "" : "tgc eval: error: ") << msg
-                << (msg.ends_with("\n") ? "" : "\n");
-      throw CLI::RuntimeError(1);
-    }
-  });
+  cmd->callback([a] { runCommand("eval", [&] { return runEval(*a); }); });
 }
 
 }  // namespace tgc::cli

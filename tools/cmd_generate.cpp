@@ -101,9 +101,7 @@ std::string sampleText(const data::Vocab& v, std::string text, const std::vector
 }
 
 int runGenerate(const GenerateArgs& a) {
-  if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
-  runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
-  if (a.noCache) exec.useCache = false;
+  const runtime::ExecOptions exec = commandExecOptions(a.threads, a.noCache);
   std::string used;
   train::Checkpoint c = train::loadLatestCheckpoint(a.checkpoint, &used);
   const data::Vocab vocab = lmVocab(c, used.empty() ? a.checkpoint : used);
@@ -196,16 +194,7 @@ void registerGenerate(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Threads (default: $TGC_NUM_THREADS, else every core)")
       ->option_text("N");
   cmd->add_flag("--no-cache", a->noCache, "Compile every kernel, bypassing the kernel cache");
-  cmd->callback([a] {
-    try {
-      runGenerate(*a);
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      std::cerr << (msg.find(": error: ") != std::string::npos ? "" : "tgc generate: error: ")
-                << msg << (msg.ends_with("\n") ? "" : "\n");
-      throw CLI::RuntimeError(1);
-    }
-  });
+  cmd->callback([a] { runCommand("generate", [&] { return runGenerate(*a); }); });
 }
 
 }  // namespace tgc::cli

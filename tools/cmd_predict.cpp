@@ -46,9 +46,7 @@ classifier's, or a file cannot be read or written.
 )";
 
 int runPredict(const PredictArgs& a) {
-  if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
-  runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
-  if (a.noCache) exec.useCache = false;
+  const runtime::ExecOptions exec = commandExecOptions(a.threads, a.noCache);
   const train::RunInfo run = train::loadRun(a.checkpoint, a.model);
   if (run.binding.task != "classification")
     throw std::invalid_argument(fmt::format(
@@ -144,16 +142,7 @@ void registerPredict(CLI::App& app) {
   cmd->add_option("--top", a->top, "Show the K most probable labels")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--threads", a->threads, "Threads (default: $TGC_NUM_THREADS, else every core)")->option_text("N");
   cmd->add_flag("--no-cache", a->noCache, "Compile every kernel, bypassing the kernel cache");
-  cmd->callback([a] {
-    try {
-      runPredict(*a);
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      std::cerr << (msg.find(": error: ") != std::string::npos ? "" : "tgc predict: error: ") << msg
-                << (msg.ends_with("\n") ? "" : "\n");
-      throw CLI::RuntimeError(1);
-    }
-  });
+  cmd->callback([a] { runCommand("predict", [&] { return runPredict(*a); }); });
 }
 
 }  // namespace tgc::cli

@@ -199,9 +199,7 @@ int runTrain(TrainArgs& a) {
   // read or written.
   if (a.target == "cuda") runtime::cuda::Device::open();
   const train::Target target = a.target == "cuda" ? train::Target::cuda : train::Target::cpu;
-  if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
-  runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
-  if (a.noCache) exec.useCache = false;
+  const runtime::ExecOptions exec = commandExecOptions(a.threads, a.noCache);
 
   std::unique_ptr<train::Trainer> trainer;
   bool builtin = true;
@@ -512,15 +510,7 @@ void registerTrain(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->callback([a] {
-    int status = 0;
-    try {
-      status = runTrain(*a);
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      std::cerr << (msg.find(": error: ") != std::string::npos ? "" : "tgc train: error: ") << msg
-                << (msg.ends_with("\n") ? "" : "\n");
-      throw CLI::RuntimeError(1);
-    }
+    const int status = runCommand("train", [&] { return runTrain(*a); });
     if (status != 0) throw CLI::RuntimeError(status);
   });
 }

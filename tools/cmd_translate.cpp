@@ -54,9 +54,7 @@ not compile.
 )";
 
 int runTranslate(const TranslateArgs& a) {
-  if (a.threads > 0) setenv("TGC_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
-  runtime::ExecOptions exec = runtime::ExecOptions::fromEnv();
-  if (a.noCache) exec.useCache = false;
+  const runtime::ExecOptions exec = commandExecOptions(a.threads, a.noCache);
   train::Checkpoint c = train::loadLatestCheckpoint(a.checkpoint);
   train::ModelSpec m = train::ModelSpec::fromJson(c.model);
   if (!a.model.empty()) m.path = std::filesystem::absolute(a.model).string();
@@ -112,16 +110,7 @@ void registerTranslate(CLI::App& app) {
   cmd->add_option("TEXT", a->texts, "Sentences to translate (default: lines of standard input)");
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
                    a->threads, a->noCache, a->noKvCache);
-  cmd->callback([a] {
-    try {
-      runTranslate(*a);
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      std::cerr << (msg.find(": error: ") != std::string::npos ? "" : "tgc translate: error: ")
-                << msg << (msg.ends_with("\n") ? "" : "\n");
-      throw CLI::RuntimeError(1);
-    }
-  });
+  cmd->callback([a] { runCommand("translate", [&] { return runTranslate(*a); }); });
 }
 
 }  // namespace tgc::cli

@@ -59,18 +59,6 @@ int64_t findLabel(const std::vector<std::string>& labels, const std::string& lab
   return it != labels.end() && *it == label ? it - labels.begin() : -1;
 }
 
-const char* kindName(TokenizerKind k) {
-  switch (k) {
-    case TokenizerKind::chars:
-      return "characters";
-    case TokenizerKind::words:
-      return "words";
-    case TokenizerKind::sentencepiece:
-      return "SentencePiece pieces";
-  }
-  return "?";
-}
-
 ClassifyData makeClassifyData(const std::vector<LabeledText>& examples, const ClassifyOptions& o,
                               const Vocab* givenVocab,
                               const std::vector<std::string>* givenLabels) {
@@ -149,10 +137,10 @@ ClassifyData makeClassifyData(const std::vector<LabeledText>& examples, const Cl
   if (d.labels.size() > 10) classes += ", ...";
   d.summary = fmt::format(
       "classification: {} examples, {} train, {} valid; {} classes (train: {}); {} texts "
-      "truncated to {} tokens{}; vocabulary {} {}{}",
+      "truncated to {} tokens{}; {}",
       examples.size(), d.train.size(), d.valid.size(), d.labels.size(), classes, truncated,
       o.maxTokens, empty ? fmt::format(", {} without tokens dropped", empty) : std::string(),
-      d.vocab.size(), kindName(d.vocab.kind()), d.vocab.lowercase() ? " (lowercased)" : "");
+      d.vocab.summary());
   return d;
 }
 
@@ -178,62 +166,27 @@ ClassifyData classifyDataWithVocab(const std::vector<LabeledText>& examples,
 
 // ---- ClassifyBatcher ----
 
+namespace {
+
+std::vector<int64_t> tokenCounts(const std::vector<LabeledIds>& examples) {
+  std::vector<int64_t> n;
+  n.reserve(examples.size());
+  for (const auto& e : examples) n.push_back(static_cast<int64_t>(e.ids.size()));
+  return n;
+}
+
+}  // namespace
+
 ClassifyBatcher::ClassifyBatcher(std::vector<LabeledIds> examples, BatchingOptions options,
                                  std::vector<BucketDims> buckets)
-    : examples_(std::move(examples)), options_(options), buckets_(std::move(buckets)) {
-  if (options_.batchSize < 1) throw std::invalid_argument("batching: batchSize must be >= 1");
-  std::vector<int64_t> n;
-  n.reserve(examples_.size());
-  for (const auto& e : examples_) {
-    if (e.ids.empty())
-      throw std::invalid_argument("classification batching: an example without tokens");
-    n.push_back(static_cast<int64_t>(e.ids.size()));
-  }
-  if (buckets_.empty())
-    for (int64_t L : chooseLengthBuckets(n, options_.numBuckets, options_.lengthMultiple,
-                                         options_.dropPartial ? options_.batchSize : 1))
-      buckets_.push_back({{"batch", options_.batchSize}, {"length", L}});
-  for (const BucketDims& b : buckets_) {
-    const auto batch = b.find("batch"), length = b.find("length");
-    if (length == b.end() || length->second < 1 ||
-        (batch != b.end() && batch->second != options_.batchSize))
-      throw std::invalid_argument(
-          "classification batching: a bucket needs a length >= 1 and the batcher's batch size");
-    lengths_.push_back(length->second);
-  }
-  members_.resize(buckets_.size());
-  for (size_t i = 0; i < examples_.size(); ++i) {
-    const int b = bucketFor(n[i]);
-    if (b < 0)
-      ++droppedTooLong_;
-    else
-      members_[static_cast<size_t>(b)].push_back(i);
-  }
-}
-
-int ClassifyBatcher::bucketFor(int64_t tokens) const {
-  int best = -1;
-  for (size_t b = 0; b < lengths_.size(); ++b)
-    if (tokens <= lengths_[b] && (best < 0 || lengths_[b] < lengths_[static_cast<size_t>(best)]))
-      best = static_cast<int>(b);
-  return best;
-}
-
-std::vector<BatchPlan> ClassifyBatcher::planEpoch(uint64_t seed, uint64_t epoch) const {
-  return planBucketEpoch(members_, options_.batchSize, options_.dropPartial, seed, epoch);
-}
+    : examples_(std::move(examples)),
+      options_(options),
+      buckets_(tokenCounts(examples_), options_, std::move(buckets), "classification",
+               "an example without tokens") {}
 
 FieldBatch ClassifyBatcher::makeBatch(const BatchPlan& plan) const {
-  if (plan.bucket < 0 || static_cast<size_t>(plan.bucket) >= buckets_.size() ||
-      plan.examples.empty() || static_cast<int64_t>(plan.examples.size()) > options_.batchSize)
-    throw std::invalid_argument(
-        "classification batching: a plan that does not belong to this batcher");
-  const int64_t B = options_.batchSize, L = lengths_[static_cast<size_t>(plan.bucket)];
-  FieldBatch batch;
-  batch.bucket = plan.bucket;
-  batch.dims = buckets_[static_cast<size_t>(batch.bucket)];
-  batch.examples = plan.examples;
-  batch.rows = static_cast<int64_t>(plan.examples.size());
+  FieldBatch batch = buckets_.startBatch(plan);
+  const int64_t B = options_.batchSize, L = buckets_.length(plan.bucket);
   Tensor tokens(TensorType{DType::i64, {B, L}}), labels(TensorType{DType::i64, {B}});
   int64_t* t = tokens.as<int64_t>();
   int64_t* l = labels.as<int64_t>();

@@ -89,22 +89,22 @@ class ClassifyBatcher {
   ClassifyBatcher(std::vector<LabeledIds> examples, BatchingOptions options,
                   std::vector<BucketDims> buckets = {});
 
-  const std::vector<BucketDims>& buckets() const { return buckets_; }
+  const std::vector<BucketDims>& buckets() const { return buckets_.buckets(); }
   const std::vector<LabeledIds>& data() const { return examples_; }
   const BatchingOptions& options() const { return options_; }
-  int64_t droppedTooLong() const { return droppedTooLong_; }
-  int bucketFor(int64_t tokens) const;  // the shortest bucket that holds them, or -1
+  int64_t droppedTooLong() const { return buckets_.droppedTooLong(); }
+  // The shortest bucket that holds them, or -1.
+  int bucketFor(int64_t tokens) const { return buckets_.bucketFor(tokens); }
 
-  std::vector<BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const;
+  std::vector<BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const {
+    return buckets_.planEpoch(seed, epoch);
+  }
   FieldBatch makeBatch(const BatchPlan& plan) const;
 
  private:
   std::vector<LabeledIds> examples_;
   BatchingOptions options_;
-  std::vector<BucketDims> buckets_;
-  std::vector<int64_t> lengths_;
-  std::vector<std::vector<size_t>> members_;
-  int64_t droppedTooLong_ = 0;
+  LengthBuckets buckets_;
 };
 
 // The built-in set: n short English sentences in 4 classes, "food", "music", "sports",

@@ -1,5 +1,7 @@
 #include "runtime/data/field_batch.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -73,6 +75,63 @@ std::vector<BatchPlan> planBucketEpoch(const std::vector<std::vector<size_t>>& m
   }
   shuffle(plans, rng);
   return plans;
+}
+
+LengthBuckets::LengthBuckets(const std::vector<int64_t>& lengths, const BatchingOptions& options,
+                             std::vector<BucketDims> buckets, std::string_view task,
+                             std::string_view tooShort)
+    : task_(task),
+      batchSize_(options.batchSize),
+      dropPartial_(options.dropPartial),
+      buckets_(std::move(buckets)) {
+  if (batchSize_ < 1) throw std::invalid_argument("batching: batchSize must be >= 1");
+  for (int64_t n : lengths)
+    if (n < 1) throw std::invalid_argument(fmt::format("{} batching: {}", task_, tooShort));
+  if (buckets_.empty())
+    for (int64_t L : chooseLengthBuckets(lengths, options.numBuckets, options.lengthMultiple,
+                                         dropPartial_ ? batchSize_ : 1))
+      buckets_.push_back({{"batch", batchSize_}, {"length", L}});
+  for (const BucketDims& b : buckets_) {
+    const auto batch = b.find("batch"), length = b.find("length");
+    if (length == b.end() || length->second < 1 ||
+        (batch != b.end() && batch->second != batchSize_))
+      throw std::invalid_argument(fmt::format(
+          "{} batching: a bucket needs a length >= 1 and the batcher's batch size", task_));
+    lengths_.push_back(length->second);
+  }
+  members_.resize(buckets_.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int b = bucketFor(lengths[i]);
+    if (b < 0)
+      ++droppedTooLong_;
+    else
+      members_[static_cast<size_t>(b)].push_back(i);
+  }
+}
+
+int LengthBuckets::bucketFor(int64_t n) const {
+  int best = -1;
+  for (size_t b = 0; b < lengths_.size(); ++b)
+    if (n <= lengths_[b] && (best < 0 || lengths_[b] < lengths_[static_cast<size_t>(best)]))
+      best = static_cast<int>(b);
+  return best;
+}
+
+std::vector<BatchPlan> LengthBuckets::planEpoch(uint64_t seed, uint64_t epoch) const {
+  return planBucketEpoch(members_, batchSize_, dropPartial_, seed, epoch);
+}
+
+FieldBatch LengthBuckets::startBatch(const BatchPlan& plan) const {
+  if (plan.bucket < 0 || static_cast<size_t>(plan.bucket) >= buckets_.size() ||
+      plan.examples.empty() || static_cast<int64_t>(plan.examples.size()) > batchSize_)
+    throw std::invalid_argument(
+        fmt::format("{} batching: a plan that does not belong to this batcher", task_));
+  FieldBatch batch;
+  batch.bucket = plan.bucket;
+  batch.dims = buckets_[static_cast<size_t>(batch.bucket)];
+  batch.examples = plan.examples;
+  batch.rows = static_cast<int64_t>(plan.examples.size());
+  return batch;
 }
 
 }  // namespace tgc::data

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/tensor.h"
@@ -55,5 +56,43 @@ std::vector<int64_t> chooseLengthBuckets(const std::vector<int64_t>& lengths, in
 std::vector<BatchPlan> planBucketEpoch(const std::vector<std::vector<size_t>>& members,
                                        int64_t batchSize, bool dropPartial, uint64_t seed,
                                        uint64_t epoch);
+
+// The length buckets of the token batchers (LmBatcher, ClassifyBatcher): BucketDims
+// {"batch": batchSize, "length": L}, given or chosen by chooseLengthBuckets from the
+// examples' lengths, each example in the shortest bucket that holds it, and their epochs.
+class LengthBuckets {
+ public:
+  // lengths[i]: the length of example i. `buckets` fixes the shapes (empty: at most
+  // options.numBuckets chosen from the lengths, with options.lengthMultiple, every one
+  // holding at least a batch when options.dropPartial); examples that fit none are left out
+  // (droppedTooLong). Throws std::invalid_argument for batchSize < 1, a length below 1
+  // ("<task> batching: <tooShort>"), or a bucket without a length >= 1 or whose "batch" is
+  // not batchSize ("<task> batching: a bucket needs ...").
+  LengthBuckets(const std::vector<int64_t>& lengths, const BatchingOptions& options,
+                std::vector<BucketDims> buckets, std::string_view task,
+                std::string_view tooShort);
+
+  const std::vector<BucketDims>& buckets() const { return buckets_; }
+  int64_t droppedTooLong() const { return droppedTooLong_; }
+  int64_t length(int bucket) const { return lengths_.at(static_cast<size_t>(bucket)); }
+  int bucketFor(int64_t n) const;  // the shortest bucket whose length holds n, or -1
+
+  std::vector<BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const;
+
+  // The batch of a plan with what every batcher sets (bucket, dims, examples, rows), its
+  // fields and counts left to the batcher. Throws std::invalid_argument ("<task> batching: a
+  // plan that does not belong to this batcher") for a bucket out of range, no examples or
+  // more than a batch of them.
+  FieldBatch startBatch(const BatchPlan& plan) const;
+
+ private:
+  std::string task_;
+  int64_t batchSize_ = 1;
+  bool dropPartial_ = true;
+  std::vector<BucketDims> buckets_;
+  std::vector<int64_t> lengths_;              // "length" of each bucket
+  std::vector<std::vector<size_t>> members_;  // example indices per bucket
+  int64_t droppedTooLong_ = 0;
+};
 
 }  // namespace tgc::data

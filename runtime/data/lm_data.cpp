@@ -31,23 +31,6 @@ std::vector<std::string> readTextLines(const std::string& path) {
 
 namespace {
 
-const char* kindName(TokenizerKind k) {
-  switch (k) {
-    case TokenizerKind::chars:
-      return "characters";
-    case TokenizerKind::words:
-      return "words";
-    case TokenizerKind::sentencepiece:
-      return "SentencePiece pieces";
-  }
-  return "?";
-}
-
-std::string vocabSummary(const Vocab& v) {
-  return fmt::format("vocabulary {} {}{}", v.size(), kindName(v.kind()),
-                     v.lowercase() ? " (lowercased)" : "");
-}
-
 // Blocks in the validation split of n, by the rule lm_data.h states.
 size_t validCount(size_t n, double fraction) {
   if (fraction <= 0 || n == 0) return 0;
@@ -87,7 +70,7 @@ std::string splitSummary(const LmData& d) {
   return fmt::format("{} train, {} valid ({} training targets{}); {}", d.train.size(),
                      d.valid.size(), countTargets(d.train),
                      unk ? fmt::format(", {} <unk> in valid", unk) : std::string(),
-                     vocabSummary(d.vocab));
+                     d.vocab.summary());
 }
 
 LmData linesData(const std::vector<std::string>& lines, const LmOptions& o, const Vocab* given) {
@@ -231,62 +214,26 @@ namespace {
 
 int64_t targets(const std::vector<int64_t>& seq) { return static_cast<int64_t>(seq.size()) - 1; }
 
+// Targets per sequence; -1 for an empty one (refused as fewer than 2 ids).
+std::vector<int64_t> targetCounts(const std::vector<std::vector<int64_t>>& seqs) {
+  std::vector<int64_t> n;
+  n.reserve(seqs.size());
+  for (const auto& s : seqs) n.push_back(targets(s));
+  return n;
+}
+
 }  // namespace
 
 LmBatcher::LmBatcher(std::vector<std::vector<int64_t>> seqs, BatchingOptions options,
                      std::vector<BucketDims> buckets)
-    : seqs_(std::move(seqs)), options_(options), buckets_(std::move(buckets)) {
-  if (options_.batchSize < 1) throw std::invalid_argument("batching: batchSize must be >= 1");
-  for (const auto& s : seqs_)
-    if (s.size() < 2) throw std::invalid_argument("lm batching: a sequence of fewer than 2 ids");
-  if (buckets_.empty()) {
-    std::vector<int64_t> n;
-    n.reserve(seqs_.size());
-    for (const auto& s : seqs_) n.push_back(targets(s));
-    for (int64_t L : chooseLengthBuckets(n, options_.numBuckets, options_.lengthMultiple,
-                                         options_.dropPartial ? options_.batchSize : 1))
-      buckets_.push_back({{"batch", options_.batchSize}, {"length", L}});
-  }
-  for (const BucketDims& b : buckets_) {
-    const auto batch = b.find("batch"), length = b.find("length");
-    if (length == b.end() || length->second < 1 ||
-        (batch != b.end() && batch->second != options_.batchSize))
-      throw std::invalid_argument(
-          "lm batching: a bucket needs a length >= 1 and the batcher's batch size");
-    lengths_.push_back(length->second);
-  }
-  members_.resize(buckets_.size());
-  for (size_t i = 0; i < seqs_.size(); ++i) {
-    const int b = bucketFor(targets(seqs_[i]));
-    if (b < 0)
-      ++droppedTooLong_;
-    else
-      members_[static_cast<size_t>(b)].push_back(i);
-  }
-}
-
-int LmBatcher::bucketFor(int64_t n) const {
-  int best = -1;
-  for (size_t b = 0; b < lengths_.size(); ++b)
-    if (n <= lengths_[b] && (best < 0 || lengths_[b] < lengths_[static_cast<size_t>(best)]))
-      best = static_cast<int>(b);
-  return best;
-}
-
-std::vector<BatchPlan> LmBatcher::planEpoch(uint64_t seed, uint64_t epoch) const {
-  return planBucketEpoch(members_, options_.batchSize, options_.dropPartial, seed, epoch);
-}
+    : seqs_(std::move(seqs)),
+      options_(options),
+      buckets_(targetCounts(seqs_), options_, std::move(buckets), "lm",
+               "a sequence of fewer than 2 ids") {}
 
 FieldBatch LmBatcher::makeBatch(const BatchPlan& plan) const {
-  if (plan.bucket < 0 || static_cast<size_t>(plan.bucket) >= buckets_.size() ||
-      plan.examples.empty() || static_cast<int64_t>(plan.examples.size()) > options_.batchSize)
-    throw std::invalid_argument("lm batching: a plan that does not belong to this batcher");
-  const int64_t B = options_.batchSize, L = lengths_[static_cast<size_t>(plan.bucket)];
-  FieldBatch batch;
-  batch.bucket = plan.bucket;
-  batch.dims = buckets_[static_cast<size_t>(batch.bucket)];
-  batch.examples = plan.examples;
-  batch.rows = static_cast<int64_t>(plan.examples.size());
+  FieldBatch batch = buckets_.startBatch(plan);
+  const int64_t B = options_.batchSize, L = buckets_.length(plan.bucket);
   Tensor tokens(TensorType{DType::i64, {B, L}}), tgt(TensorType{DType::i64, {B, L}});
   int64_t* in = tokens.as<int64_t>();
   int64_t* out = tgt.as<int64_t>();

@@ -87,23 +87,22 @@ class LmBatcher {
   LmBatcher(std::vector<std::vector<int64_t>> seqs, BatchingOptions options,
             std::vector<BucketDims> buckets = {});
 
-  const std::vector<BucketDims>& buckets() const { return buckets_; }
+  const std::vector<BucketDims>& buckets() const { return buckets_.buckets(); }
   const std::vector<std::vector<int64_t>>& data() const { return seqs_; }
   const BatchingOptions& options() const { return options_; }
-  int64_t droppedTooLong() const { return droppedTooLong_; }
+  int64_t droppedTooLong() const { return buckets_.droppedTooLong(); }
   // The shortest bucket whose length holds n targets, or -1.
-  int bucketFor(int64_t n) const;
+  int bucketFor(int64_t n) const { return buckets_.bucketFor(n); }
 
-  std::vector<BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const;
+  std::vector<BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const {
+    return buckets_.planEpoch(seed, epoch);
+  }
   FieldBatch makeBatch(const BatchPlan& plan) const;
 
  private:
   std::vector<std::vector<int64_t>> seqs_;
   BatchingOptions options_;
-  std::vector<BucketDims> buckets_;
-  std::vector<int64_t> lengths_;              // "length" of each bucket
-  std::vector<std::vector<size_t>> members_;  // sequence indices per bucket
-  int64_t droppedTooLong_ = 0;
+  LengthBuckets buckets_;  // by targets per sequence
 };
 
 // The built-in text: `lines` lines of lowercase English from a small grammar with a fixed

@@ -145,6 +145,13 @@ Vocab Vocab::build(TokenizerKind kind, bool lowercase,
   return build(kind, lowercase, counts, minCount, maxSize);
 }
 
+std::string Vocab::summary() const {
+  const char* kind = kind_ == TokenizerKind::chars   ? "characters"
+                     : kind_ == TokenizerKind::words ? "words"
+                                                     : "SentencePiece pieces";
+  return fmt::format("vocabulary {} {}{}", size(), kind, lowercase_ ? " (lowercased)" : "");
+}
+
 const std::string& Vocab::token(int64_t id) const {
   if (id < 0 || id >= size())
     throw std::out_of_range(fmt::format("token id {} outside the vocabulary of {}", id, size()));

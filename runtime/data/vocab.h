@@ -69,6 +69,9 @@ class Vocab {
   TokenizerKind kind() const { return kind_; }
   bool lowercase() const { return lowercase_; }
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  // For the data summaries: "vocabulary 58 characters (lowercased)" (or words, SentencePiece
+  // pieces; the case only when lowercased).
+  std::string summary() const;
   const std::string& token(int64_t id) const;  // throws std::out_of_range
   int64_t id(std::string_view token) const;    // kUnk when unknown
 

@@ -18,7 +18,7 @@ struct Scored {
   double nll = 0;
 };
 
-class ClassifyTask final : public Task {
+class ClassifyTask final : public BatchedTask<data::ClassifyBatcher> {
  public:
   ClassifyTask(const DataSpec& spec, const BatchOptions& batching, const Checkpoint* stored)
       : batchSize_(batching.batchSize) {
@@ -52,16 +52,6 @@ class ClassifyTask final : public Task {
     if (key == "pad") return data::Vocab::kPad;
     return std::nullopt;
   }
-  const std::vector<BucketDims>& buckets() const override { return batcher_->buckets(); }
-  std::vector<data::BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const override {
-    return batcher_->planEpoch(seed, epoch);
-  }
-  FieldBatch makeBatch(const data::BatchPlan& plan) const override {
-    FieldBatch b = batcher_->makeBatch(plan);
-    b.dims = batcher_->buckets()[static_cast<size_t>(b.bucket)];
-    return b;
-  }
-  int64_t trainExamples() const override { return static_cast<int64_t>(batcher_->data().size()); }
   int64_t validExamples() const override { return static_cast<int64_t>(data_.valid.size()); }
   std::string metric() const override { return "accuracy"; }
 
@@ -144,8 +134,7 @@ class ClassifyTask final : public Task {
     const data::ClassifyBatcher valid(
         std::vector<data::LabeledIds>(split.begin(), split.begin() + static_cast<std::ptrdiff_t>(n)), bo);
     for (const data::BatchPlan& plan : valid.planEpoch(ctx.seed, 0)) {
-      FieldBatch b = valid.makeBatch(plan);
-      b.dims = valid.buckets()[static_cast<size_t>(b.bucket)];
+      const FieldBatch b = valid.makeBatch(plan);
       const std::map<std::string, Tensor> o = ctx.forward(b);
       auto it = o.find("logits");
       if (it == o.end())
@@ -180,7 +169,6 @@ class ClassifyTask final : public Task {
   }
 
   data::ClassifyData data_;
-  std::unique_ptr<data::ClassifyBatcher> batcher_;
   int64_t batchSize_ = 0;
 };
 

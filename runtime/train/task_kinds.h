@@ -5,12 +5,32 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/data/classify_data.h"
 #include "runtime/data/lm_data.h"
 #include "runtime/train/task.h"
 
 namespace tgc::train {
+
+// A task whose training split is one batcher's (LmBatcher, ClassifyBatcher): the training
+// overrides of Task forward to `batcher_`, which the task's constructor makes. (The tensors
+// task's buckets carry the file's shapes besides the batcher's "batch", so it has its own.)
+template <class Batcher>
+class BatchedTask : public Task {
+ public:
+  const std::vector<BucketDims>& buckets() const override { return batcher_->buckets(); }
+  std::vector<data::BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const override {
+    return batcher_->planEpoch(seed, epoch);
+  }
+  FieldBatch makeBatch(const data::BatchPlan& plan) const override {
+    return batcher_->makeBatch(plan);  // with its bucket's dims
+  }
+  int64_t trainExamples() const override { return static_cast<int64_t>(batcher_->data().size()); }
+
+ protected:
+  std::unique_ptr<Batcher> batcher_;
+};
 
 // With `stored`, the data is encoded with the checkpoint's vocabulary (and labels).
 std::unique_ptr<Task> makeLmTask(const DataSpec& spec, const BatchOptions& batching,

@@ -23,7 +23,7 @@ data::TokenizerKind tokenizerOf(const std::string& name, data::TokenizerKind fal
   throw std::runtime_error(fmt::format("tokens must be chars, words or sentencepiece, not '{}'", name));
 }
 
-class LmTask final : public Task {
+class LmTask final : public BatchedTask<data::LmBatcher> {
  public:
   LmTask(const DataSpec& spec, const BatchOptions& batching, const Checkpoint* stored)
       : batchSize_(batching.batchSize) {
@@ -46,16 +46,6 @@ class LmTask final : public Task {
     if (key == "pad") return data::Vocab::kPad;
     return std::nullopt;
   }
-  const std::vector<BucketDims>& buckets() const override { return batcher_->buckets(); }
-  std::vector<data::BatchPlan> planEpoch(uint64_t seed, uint64_t epoch) const override {
-    return batcher_->planEpoch(seed, epoch);
-  }
-  FieldBatch makeBatch(const data::BatchPlan& plan) const override {
-    FieldBatch b = batcher_->makeBatch(plan);
-    b.dims = batcher_->buckets()[static_cast<size_t>(b.bucket)];
-    return b;
-  }
-  int64_t trainExamples() const override { return static_cast<int64_t>(batcher_->data().size()); }
   int64_t validExamples() const override { return static_cast<int64_t>(data_.valid.size()); }
   std::string metric() const override { return "perplexity"; }
 
@@ -76,11 +66,8 @@ class LmTask final : public Task {
       validCount_ = n;
     }
     std::vector<FieldBatch> batches;
-    for (const data::BatchPlan& plan : valid_->planEpoch(ctx.seed, 0)) {
-      FieldBatch b = valid_->makeBatch(plan);
-      b.dims = valid_->buckets()[static_cast<size_t>(b.bucket)];
-      batches.push_back(std::move(b));
-    }
+    for (const data::BatchPlan& plan : valid_->planEpoch(ctx.seed, 0))
+      batches.push_back(valid_->makeBatch(plan));
     v.loss = averageLoss(ctx, batches);
     v.perplexity = std::exp(v.loss);
     return v;
@@ -104,7 +91,7 @@ class LmTask final : public Task {
 
  private:
   data::LmData data_;
-  std::unique_ptr<data::LmBatcher> batcher_, valid_;
+  std::unique_ptr<data::LmBatcher> valid_;
   size_t validCount_ = 0;
   int64_t batchSize_ = 0;
 };
