@@ -24,6 +24,7 @@
 #include "runtime/gemm_cast_fold.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/graph_walk.h"
+#include "runtime/index_bounds.h"
 #include "runtime/kernel_identity.h"
 #include "runtime/launch_schedule.h"
 #include "runtime/matmul_gemm.h"
@@ -410,6 +411,12 @@ void Executable::Impl::build(const Graph& source) {
     use(outputs.back().slot, kEnd);
   }
   outputIsState.assign(outputs.size(), false);
+  // Integer inputs used as indices, checked before each run (their slot: the position in
+  // `inputs`): the kernels read an index outside its table as zeros.
+  indexBounds = findIndexBounds(*graph);
+  for (IndexBound& b : indexBounds)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].name == b.input) b.slot = static_cast<int>(i);
   stepOf.resize(launches.size());
   std::iota(stepOf.begin(), stepOf.end(), 0);
   // Pairs before the state pairing and the plan: both depend on the order and the steps.

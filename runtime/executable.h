@@ -8,6 +8,10 @@
 // constants placed by the runtime. Every intermediate buffer lives in one arena at an
 // offset from the memory plan (runtime/memory_plan.h); graph inputs are read where the
 // caller keeps them (zero-copy); outputs are copied out of the arena at the end of a run.
+// Before the first launch, run and runStep scan the integer inputs that reach an index
+// operand (runtime/index_bounds.h): an index outside its table or a target outside the
+// logits is an IRError naming the op, the input, the position and the value, since the
+// kernels themselves would read it as zeros.
 //
 // Training steps run in the stateful mode (ExecOptions::updateInPlace): each output named
 // new.X whose input X has the same type is written into X's own storage (a ParamStore

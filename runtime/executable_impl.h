@@ -13,6 +13,7 @@
 #include "codegen/jit.h"
 #include "codegen/library.h"
 #include "runtime/executable.h"
+#include "runtime/index_bounds.h"
 #include "support/thread_pool.h"
 
 namespace tgc::runtime {
@@ -92,6 +93,9 @@ struct Executable::Impl {
   };
   std::vector<StateCopy> copies;
   std::vector<std::string> stateNames;
+  // Integer inputs used as indices (runtime/index_bounds.h), each with its input's position
+  // in `inputs` as its slot; run and runStep check them before the first launch.
+  std::vector<IndexBound> indexBounds;
 
   std::unique_ptr<void, AlignedFree> arena;
   std::vector<void*> slotPtr;
@@ -114,6 +118,11 @@ struct Executable::Impl {
   // output, state outputs excepted under skipState, in output order): a tensor of the
   // output's type is written over, any other is replaced.
   void runInto(const std::vector<void*>& inputPtrs, bool skipState, std::vector<Tensor>& results);
+  // Throws IRError for the first index input outside its bound (one input's pointer each).
+  void checkIndices(const std::vector<void*>& inputPtrs) const {
+    for (const IndexBound& b : indexBounds)
+      checkIndexBound(b, inputPtrs[static_cast<size_t>(b.slot)]);
+  }
   void runKernel(Launch& l);
   void runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare::Side share = {});
   void poisonDying(const Launch& l);

@@ -222,6 +222,7 @@ void Executable::run(const std::map<std::string, Tensor>& inputs, std::vector<Te
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
                                             fmt::join(missing, ", ")));
+  m.checkIndices(ptrs);
   m.runInto(ptrs, false, out);
 }
 
@@ -264,6 +265,7 @@ void Executable::runStep(ParamStore& store, const std::map<std::string, Tensor>&
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",
                                             fmt::join(missing, ", ")));
+  m.checkIndices(ptrs);
   // The tensors `out` holds under the outputs' names are written over in place.
   std::vector<Tensor> results;
   for (size_t i = 0; i < m.outputs.size(); ++i) {

@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_gemm.h"
 #include "runtime/cuda/cuda_library.h"
 #include "runtime/graph_walk.h"
+#include "runtime/index_bounds.h"
 #include "runtime/kernel_identity.h"
 #include "runtime/matmul_gemm.h"
 #include "runtime/memory_plan.h"
@@ -138,6 +139,9 @@ struct CudaExecutable::Impl {
   std::vector<StateCopy> copies;
   std::vector<std::string> stateNames;
   bool stateLoaded = false;
+  // Integer inputs used as indices, checked on the host before each upload (their slot:
+  // the position in `inputs`); the kernels do not check them.
+  std::vector<IndexBound> indexBounds;
 
   DeviceBuffer arena, constantMem, stateMem;
   std::vector<CUdeviceptr> slotPtr;
@@ -319,6 +323,10 @@ void CudaExecutable::Impl::layout(const Graph& source) {
   }
   stats.stateCopies = static_cast<int>(copies.size());
   stats.distinctKernels = static_cast<int>(distinct.size());
+  indexBounds = findIndexBounds(*graph);
+  for (IndexBound& b : indexBounds)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].name == b.input) b.slot = static_cast<int>(i);
   plan();
 }
 
@@ -434,6 +442,10 @@ std::vector<const Tensor*> CudaExecutable::Impl::gather(
 std::vector<Tensor> CudaExecutable::Impl::execute(const std::vector<const Tensor*>& given,
                                                   bool skipState) {
   Stream& s = *stream;
+  // An index outside its table, a target outside the logits: an error before any upload
+  // (inputs read from bound DeviceTensors are not on the host, and not checked).
+  for (const IndexBound& b : indexBounds)
+    if (const Tensor* t = given[static_cast<size_t>(b.slot)]) checkIndexBound(b, t->data());
   if (opts.poisonArena) s.fill(arena.ptr(), 0xFF, arena.bytes());  // NaN in every float type
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].state && !inputs[i].resident)

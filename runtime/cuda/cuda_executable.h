@@ -10,8 +10,10 @@
 //  - places every intermediate, input and output in one device arena laid out by the CPU's
 //    memory planner (runtime/memory_plan.h) over the launch order; reshapes are views;
 //    constants are uploaded once, into their own allocation.
-// A run uploads the inputs, enqueues every launch in order on one stream, downloads the
-// outputs and waits once at the end.
+// A run checks the integer inputs used as indices on the host (runtime/index_bounds.h: an
+// index outside its table, a target outside the logits is an IRError naming the input),
+// uploads the inputs, enqueues every launch in order on one stream, downloads the outputs
+// and waits once at the end.
 //
 // Training state stays on the device: with CudaExecOptions::updateInPlace, each input X
 // paired with an output new.X of the same type (a parameter or an optimizer moment) lives

@@ -230,6 +230,53 @@ CompiledModel trainStep(const std::string& preset, int64_t b, int64_t s, int64_t
 // The launches and memory of the training step on the GPU, worked out without a device:
 // every node has a GPU launch (generated kernels, GEMMs, library kernels), every GEMM
 // descriptor is valid, and the state is the parameters with their two Adam moments.
+// Integer inputs used as indices are checked on the host before the upload, in the CPU
+// backend's words (runtime/index_bounds.h): an index outside its table, a target outside the
+// logits; ids in range run.
+TEST(CudaExecOnDevice, AnIndexOutsideItsTableOrTheLogitsIsAnError) {
+  TGC_REQUIRE_CUDA_DEVICE();
+  TGC_REQUIRE_NVRTC();
+  auto g = parseGraph(R"(graph @ce {
+  %table = input() : f32[5,5]
+  %src = input() : i64[2,3]
+  %tgt = input() : i64[2,3]
+  %logits = gather(%table, %src) : f32[2,3,5]
+  %per_token, %lse = softmax_cross_entropy(%logits, %tgt) : f32[2,3], f32[2,3]
+  return %per_token
+}
+)",
+                      "ce.tir");
+  auto exe = CudaExecutable::compile(*g, testCudaOptions());
+  auto ids = [](std::vector<int64_t> v) {
+    Tensor t(TensorType{DType::i64, {2, 3}});
+    for (int64_t i = 0; i < 6; ++i) t.setI(i, v[static_cast<size_t>(i)]);
+    return t;
+  };
+  std::map<std::string, Tensor> in{{"table", tgc::testing::randomTensor({DType::f32, {5, 5}}, 1)},
+                                   {"src", ids({0, 1, 2, 3, 4, 0})},
+                                   {"tgt", ids({0, 1, 2, 3, 4, 0})}};
+  EXPECT_NO_THROW(exe->run(in));
+  in.at("src") = ids({0, 1, 2, 3, 5, 0});
+  try {
+    exe->run(in);
+    FAIL() << "an index outside its table ran";
+  } catch (const IRError& e) {
+    EXPECT_STREQ(e.what(),
+                 "gather %logits (f32[5,5], i64[2,3]): index 5 (at position [1, 1] of input "
+                 "%src) is out of range for a table of 5 rows; valid indices are [0, 5)");
+  }
+  in.at("src") = ids({0, 1, 2, 3, 4, 0});
+  in.at("tgt") = ids({0, -1, 2, 3, 4, 0});
+  try {
+    exe->run(in);
+    FAIL() << "a target outside the logits ran";
+  } catch (const IRError& e) {
+    EXPECT_STREQ(e.what(),
+                 "softmax_cross_entropy %per_token (f32[2,3,5], i64[2,3]): target -1 (at "
+                 "position [0, 1] of input %tgt) is outside [0, 5)");
+  }
+}
+
 TEST(CudaExec, TrainingStepLayoutWithoutADevice) {
   CompiledModel m = trainStep("tiny", 3, 7, 6);
   CudaExecOptions o = testCudaOptions();
