@@ -1,9 +1,10 @@
-// `tgc run`: evaluates a Graph IR file with the reference interpreter or compiled for the
-// CPU (--backend cpu). Inputs come from a safetensors file (or are generated from a seed:
-// cmd_run_inputs.cpp), outputs go to a safetensors file named by their value names. It is
-// the quickest way to see what a graph computes, the oracle that compiled code is compared
-// against from the command line, and (--repeat, --timing-json) the harness that times
-// compiled graphs.
+// `tgc run`: evaluates a Graph IR file, or a graph of a checkpoint's model with its trained
+// parameters (--checkpoint, cmd_run_checkpoint.cpp), with the reference interpreter or
+// compiled for the CPU (--backend cpu) or the GPU (--backend cuda). Inputs come from a
+// safetensors file (or are generated from a seed: cmd_run_inputs.cpp), outputs go to a
+// safetensors file named by their value names. It is the quickest way to see what a graph
+// computes, the oracle that compiled code is compared against from the command line, and
+// (--repeat, --timing-json) the harness that times compiled graphs.
 #include <fmt/format.h>
 #include <malloc.h>
 
@@ -32,6 +33,7 @@
 #include "runtime/gradcheck.h"
 #include "runtime/param_store.h"
 #include "runtime/safetensors.h"
+#include "runtime/train/checkpoint.h"
 #include "support/thread_pool.h"
 #include "tools/cmd_run.h"
 #include "tools/commands.h"
@@ -55,11 +57,23 @@ Inputs:
   except inputs with role "state" (a training step's optimizer moments), which start at zero
   as in a fresh run (random second moments would be negative).
 
+Checkpoints:
+  --checkpoint DIR --graph NAME replaces FILE: the graph NAME of the checkpoint's model is
+  compiled from the model file with the checkpoint's preset and --set entries (the
+  vocabulary sizes among them) and the --dim entries given, and every input with role
+  "param" is the checkpoint's tensor (its moving average where the run kept one). A
+  parameter the checkpoint lacks, or holds with another shape, is an error naming it; the
+  other inputs come from --inputs and --random-inputs as for a file. After
+  `tgc train models/transformer.tg --preset tiny -o runs/tiny`, the encoder's memory of one
+  random sentence is
+  `tgc run --checkpoint runs/tiny --graph encode --dim B=1 --random-inputs 1 --int-range 1,10 --print`.
+
 Outputs:
   The graph's results are written to the --outputs safetensors file under their value names
-  (`return %y` writes tensor "y"), with the graph name in its metadata. The file is written
-  atomically. With --print, or when --outputs is not given, a summary of each result is
-  printed to stdout: name, type, min/max/mean (NaNs counted apart) and the first values.
+  (`return %y` writes tensor "y"), with the graph name in its metadata (and, with
+  --checkpoint, the checkpoint file read). The file is written atomically. With --print, or
+  when --outputs is not given, a summary of each result is printed to stdout: name, type,
+  min/max/mean (NaNs counted apart) and the first values.
 
 Backends:
   interp   the reference interpreter (the default): slow, obviously correct
@@ -87,9 +101,16 @@ Examples:
   tgc run attn.tir --backend cpu --random-inputs 1 --print
   tgc run attn.tir --backend cpu --random-inputs 1 --repeat 5 --timing-json timing.json
 
-Exit status: 0 on success; 1 with a message on stderr for an unreadable or invalid graph or
-safetensors file, missing or mistyped inputs, a failing op (e.g. gather index out of range),
-a graph the cpu backend cannot compile, or an output that cannot be written.
+Integer inputs used as indices are checked on every backend before the graph runs: an index
+outside its table (gather, scatter_add) or a target outside the logits
+(softmax_cross_entropy) is an error naming the op, the input, the element's position and
+its value. The compiled backends check the inputs that reach such an op directly or through
+reshape, transpose, broadcast, slice, concat and widening casts (runtime/index_bounds.h);
+the interpreter checks every index as it reads it.
+
+Exit status: 0 on success; 1 with a message on stderr for an unreadable or invalid graph,
+checkpoint or safetensors file, missing or mistyped inputs, a failing op (e.g. gather index
+out of range), a graph the cpu backend cannot compile, or an output that cannot be written.
 )";
 
 std::string readAll(std::istream& in) {
@@ -447,8 +468,18 @@ void runGraph(const RunOptions& o) {
     throw std::runtime_error(fmt::format("--dist must be uniform or normal, not '{}'", o.dist));
   if (o.seed_opt->count()) parseIntRange(o.int_range);  // bad options fail before any work
   if (o.backend == "cuda") runtime::cuda::Device::open();  // no device: stop before any work
-  auto g = readGraph(o.file);
-  auto inputs = gatherInputs(*g, o);
+  std::unique_ptr<Graph> g;
+  std::map<std::string, Tensor> params;  // a checkpoint's, for its graph's "param" inputs
+  std::string checkpointFile;
+  if (!o.checkpoint.empty()) {  // CLI11 keeps FILE out; --graph and --dim need it
+    CheckpointGraph cg = checkpointGraph(o);
+    g = std::move(cg.graph);
+    params = std::move(cg.params);
+    checkpointFile = cg.source;
+  } else {
+    g = readGraph(o.file);
+  }
+  auto inputs = gatherInputs(*g, o, std::move(params));
 
   Timing timing;
   std::vector<Tensor> results = o.backend == "cpu"    ? runCpu(*g, std::move(inputs), o, timing)
@@ -466,6 +497,7 @@ void runGraph(const RunOptions& o) {
   TensorFile out;
   out.metadata["graph"] = g->name();
   if (o.seed_opt->count()) out.metadata["random_inputs_seed"] = std::to_string(o.seed);
+  if (!checkpointFile.empty()) out.metadata["checkpoint"] = checkpointFile;
   for (size_t i = 0; i < results.size(); ++i)  // a value returned twice: written once
     out.tensors.try_emplace(g->outputs()[i]->name(), std::move(results[i]));
   writeSafetensors(o.outputs, out);
@@ -476,14 +508,28 @@ void runGraph(const RunOptions& o) {
 void registerRun(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run a Graph IR file (reference interpreter or compiled for the CPU) on safetensors "
-      "inputs");
+      "run", "Run a Graph IR file, or a graph of a trained checkpoint's model (reference "
+      "interpreter or compiled for the CPU or GPU) on safetensors inputs");
   cmd->footer(kFooter);
-  cmd->add_option(
-         "file", o->file,
-         "Graph IR text file ('-' reads stdin; a name ending in .json reads the JSON form)")
-      ->type_name("FILE")
-      ->required();
+  CLI::Option* file = cmd->add_option(
+      "file", o->file,
+      "Graph IR text file ('-' reads stdin; a name ending in .json reads the JSON form); "
+      "not with --checkpoint");
+  file->type_name("FILE");
+  CLI::Option* checkpoint =
+      cmd->add_option("-c,--checkpoint", o->checkpoint,
+                      "Instead of FILE: a run directory (its newest checkpoint) or checkpoint "
+                      "file; --graph NAME of its model runs with its parameters");
+  checkpoint->type_name("DIR")->excludes(file);
+  cmd->add_option("--graph", o->graph,
+                  "With --checkpoint: the graph of the model to compile and run")
+      ->type_name("NAME")
+      ->needs(checkpoint);
+  cmd->add_option("--dim", o->dims,
+                  "With --checkpoint: bind a named dim, --dim B=16 (repeatable; default: the "
+                  "model's)")
+      ->type_name("N=V")
+      ->needs(checkpoint);
   cmd->add_option("-i,--inputs", o->inputs, "safetensors file holding the graph's inputs by name")
       ->type_name("FILE");
   cmd->add_option("-o,--outputs", o->outputs,
@@ -527,8 +573,13 @@ void registerRun(CLI::App& app) {
       ->type_name("N")
       ->check(CLI::PositiveNumber);
   cmd->callback([o] {
+    // A usage error (CLI11's exit code and hint), as a missing positional FILE was.
+    if (o->file.empty() && o->checkpoint.empty()) throw CLI::RequiredError("FILE or --checkpoint");
     try {
       runGraph(*o);
+    } catch (const train::CheckpointError& e) {
+      std::cerr << e.what() << "\n";  // already "file: error: ..."
+      throw CLI::RuntimeError(1);
     } catch (const ParseError& e) {
       // Already "file:line:col: error: ..." (or "file: error: ..." for safetensors).
       std::string msg = e.what();

@@ -95,7 +95,8 @@ std::pair<int64_t, int64_t> parseIntRange(const std::string& s) {
   return {lo, hi};
 }
 
-std::map<std::string, Tensor> gatherInputs(const Graph& g, const RunOptions& o) {
+std::map<std::string, Tensor> gatherInputs(const Graph& g, const RunOptions& o,
+                                           std::map<std::string, Tensor> fixed) {
   TensorFile given;
   if (!o.inputs.empty()) given = readSafetensors(o.inputs);
   const std::string source = o.inputs.empty() ? "no --inputs file" : o.inputs;
@@ -104,6 +105,10 @@ std::map<std::string, Tensor> gatherInputs(const Graph& g, const RunOptions& o) 
   std::vector<std::string> missing, mistyped;
   for (Node* in : g.inputs()) {
     const Value& v = *in->result();
+    if (auto f = fixed.find(v.name()); f != fixed.end()) {
+      inputs.emplace(v.name(), std::move(f->second));
+      continue;
+    }
     auto it = given.tensors.find(v.name());
     if (it == given.tensors.end()) {
       missing.push_back(fmt::format("%{} ({})", v.name(), v.type().str()));
@@ -123,6 +128,11 @@ std::map<std::string, Tensor> gatherInputs(const Graph& g, const RunOptions& o) 
       fmt::print(stderr,
                  "tgc run: warning: {}: tensor '{}' is not an input of graph @{}; ignored\n",
                  o.inputs, name, g.name());
+    else if (fixed.count(name))
+      fmt::print(stderr,
+                 "tgc run: warning: {}: tensor '{}' is a parameter, taken from the checkpoint; "
+                 "ignored\n",
+                 o.inputs, name);
 
   if (!mistyped.empty()) {
     std::string msg = mistyped.front();
