@@ -16,22 +16,10 @@ ForwardRunner::ForwardRunner(ModelSpec model, DataBinding binding, runtime::Exec
 
 ForwardRunner::~ForwardRunner() = default;
 
-std::vector<std::pair<std::string, int64_t>> ForwardRunner::graphDims(const data::BucketDims& dims) const {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const BindingEntry& e : binding_.dims) {
-    auto it = dims.find(bindingKey(e));
-    if (it == dims.end())
-      throw std::runtime_error(fmt::format("{}: the {} task's batches have no dim '{}'", e.loc,
-                                           binding_.task, bindingKey(e)));
-    out.emplace_back(e.name, it->second);
-  }
-  return out;
-}
-
 std::map<std::string, Tensor> ForwardRunner::run(const data::FieldBatch& batch,
                                                  const std::map<std::string, Tensor>& params,
                                                  uint64_t seed, int64_t step) {
-  const auto key = graphDims(batch.dims);
+  const auto key = boundDims(binding_, batch.dims);
   Compiled& c = compiled_[key];
   if (!c.exe) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -27,8 +27,6 @@ class ForwardRunner {
                                     const std::map<std::string, Tensor>& params, uint64_t seed = 1,
                                     int64_t step = 1);
 
-  // The graph's named dims for a batch of these task dims, in the binding's order.
-  std::vector<std::pair<std::string, int64_t>> graphDims(const data::BucketDims& dims) const;
   double compileSeconds() const { return compileSeconds_; }
 
  private:

@@ -13,6 +13,19 @@ std::string bindingKey(const BindingEntry& e) {
   return e.axis < 0 ? e.from : fmt::format("{}.shape[{}]", e.from, e.axis);
 }
 
+std::vector<std::pair<std::string, int64_t>> boundDims(const DataBinding& binding,
+                                                       const BucketDims& dims) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const BindingEntry& e : binding.dims) {
+    auto it = dims.find(bindingKey(e));
+    if (it == dims.end())
+      throw std::runtime_error(fmt::format("{}: the {} task's batches have no dim '{}'", e.loc,
+                                           binding.task, bindingKey(e)));
+    out.emplace_back(e.name, it->second);
+  }
+  return out;
+}
+
 std::unique_ptr<Task> makeTask(const DataSpec& spec, const DataBinding& binding,
                                const BatchOptions& batching, const Checkpoint* stored) {
   const std::string& task = binding.task;

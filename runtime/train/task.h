@@ -124,4 +124,9 @@ std::string scoreText(const std::string& metric, const ValidRow& v);
 // "x.shape[1]" for an entry FIELD.shape[i], else FIELD: the key of task values and dims.
 std::string bindingKey(const BindingEntry& e);
 
+// The graph's named dims for a batch of these task dims, in the binding's order; an error at
+// the entry's file:line:col when the task's batches have no such dim.
+std::vector<std::pair<std::string, int64_t>> boundDims(const DataBinding& binding,
+                                                       const BucketDims& dims);
+
 }  // namespace tgc::train
