@@ -407,21 +407,17 @@ def measure_generation(a, ckpt, tmodel, prompts, banned, vocab, env, threads):
                 else:
                     new_ids, secs = torch_generate(tmodel, ids, a.gen_new, banned)
                     tt.append(B * a.gen_new / secs)
-            if rnd == 0:  # greedy agreement: the shown text ends at the first eos
+            if rnd == 0:  # greedy agreement: tgc shows each text up to its first eos
                 for (_, ptxt), row, line in zip(prompts[:B], new_ids, lines_out):
                     cont = "".join(vocab[i] for i in (row[:row.index(2)] if 2 in row else row))
                     got = line[len(ptxt):] if line.startswith(ptxt) else line
-                    k = 0
-                    while k < min(len(cont), len(got)) and cont[k] == got[k]:
-                        k += 1
-                    same.append((k, len(cont)))
+                    same.append(cont == got)
         g = out[B] = dict(tgc=statistics.median(tg), torch=statistics.median(tt), tgc_rounds=tg,
-                          torch_rounds=tt, agree_chars=sum(k for k, _ in same),
-                          compared_chars=sum(n for _, n in same), load=load_avg())
+                          torch_rounds=tt, agree_rows=sum(same), rows=len(same), load=load_avg())
         print(f"generation batch {B}, {threads} thread(s): tgc {g['tgc']:,.0f} tokens/s, PyTorch "
-              f"eager with a cache {g['torch']:,.0f} (ratio {g['tgc'] / g['torch']:.2f}); greedy "
-              f"text agrees on {g['agree_chars']} of {g['compared_chars']} characters; load "
-              f"{g['load']:.1f}", flush=True)
+              f"eager with a cache {g['torch']:,.0f} (ratio {g['tgc'] / g['torch']:.2f}); the "
+              f"greedy texts (up to the first eos) are the same in {g['agree_rows']} of "
+              f"{g['rows']} rows; load {g['load']:.1f}", flush=True)
     return out
 
 
