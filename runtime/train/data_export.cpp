@@ -17,6 +17,19 @@ json idRows(const std::vector<data::EncodedPair>& pairs, bool source) {
   return rows;
 }
 
+// Every epoch's batch plans, [bucket, [example...]] each: the order training consumes them.
+template <class Batcher>
+json epochPlans(const Batcher& train, const DataExportInfo& info) {
+  json epochs = json::array();
+  for (int64_t e = 0; e < info.epochs; ++e) {
+    json plans = json::array();
+    for (const auto& p : train.planEpoch(info.seed, static_cast<uint64_t>(e)))
+      plans.push_back({p.bucket, p.examples});
+    epochs.push_back(std::move(plans));
+  }
+  return epochs;
+}
+
 }  // namespace
 
 std::string dataExportJson(const data::TranslationData& d, const data::Batcher& train,
@@ -34,14 +47,7 @@ std::string dataExportJson(const data::TranslationData& d, const data::Batcher& 
   j["src_vocab"] = json::parse(d.srcVocab.toJson());
   j["tgt_vocab"] = json::parse(d.tgtVocab.toJson());
   j["train"] = {{"src", idRows(train.data(), true)}, {"tgt", idRows(train.data(), false)}};
-  json epochs = json::array();
-  for (int64_t e = 0; e < info.epochs; ++e) {
-    json plans = json::array();
-    for (const auto& p : train.planEpoch(info.seed, static_cast<uint64_t>(e)))
-      plans.push_back({p.bucket, p.examples});
-    epochs.push_back(std::move(plans));
-  }
-  j["epochs"] = std::move(epochs);
+  j["epochs"] = epochPlans(train, info);
   const auto valid = data::encodeSplit(d, d.valid);
   json srcText = json::array(), tgtText = json::array();
   for (const auto& p : d.valid) {
@@ -70,14 +76,7 @@ std::string lmDataExportJson(const data::LmData& d, const data::LmBatcher& train
   j["bos"] = data::Vocab::kBos;
   j["eos"] = data::Vocab::kEos;
   j["train"] = train.data();
-  json epochs = json::array();
-  for (int64_t e = 0; e < info.epochs; ++e) {
-    json plans = json::array();
-    for (const auto& p : train.planEpoch(info.seed, static_cast<uint64_t>(e)))
-      plans.push_back({p.bucket, p.examples});
-    epochs.push_back(std::move(plans));
-  }
-  j["epochs"] = std::move(epochs);
+  j["epochs"] = epochPlans(train, info);
   j["valid"] = d.valid;
   return j.dump();
 }

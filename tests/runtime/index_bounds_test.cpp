@@ -15,6 +15,7 @@
 #include "runtime/gradcheck.h"
 #include "runtime/index_bounds.h"
 #include "runtime/param_store.h"
+#include "tests/ir/interp_test_util.h"
 #include "tests/runtime/exec_test_util.h"
 
 using namespace tgc;
@@ -35,16 +36,7 @@ Tensor floats(Shape shape, double start = 0.25) {
   return t;
 }
 
-// The message of what `f` throws (IRError), or "" when it throws nothing.
-template <typename F>
-std::string errorOf(F f) {
-  try {
-    f();
-  } catch (const IRError& e) {
-    return e.what();
-  }
-  return "";
-}
+using interp_test::errorOf;
 
 constexpr const char* kGather = R"(graph @g {
   %table = input() : f32[4,2]
