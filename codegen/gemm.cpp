@@ -10,11 +10,13 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
 
 #include "codegen/gemm_batched.h"
 #include "codegen/gemm_pack.h"
 #include "codegen/gemm_pair_share.h"
 #include "codegen/gemm_scratch.h"
+#include "codegen/gemm_small_m.h"
 #include "codegen/jit.h"
 #include "ir/env_flag.h"
 #include "support/thread_pool.h"
@@ -268,8 +270,27 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
     if (epi.fn) epi.apply(c, d.ldc, 0, 0, d.m, d.n);
     return;
   }
-  const int64_t MR = cfg.mr, NR = cfg.nr;
   const int threads = pool ? pool->numThreads() : 1;
+  // Few rows: B read in place, not packed (codegen/gemm_small_m.h). Half of a GEMM pair
+  // runs it alone, offering nothing (the same bits as outside a pair).
+  if constexpr (std::is_same_v<T, float>) {
+    if (small_m::applies(d)) {
+      auto columns = [&](int64_t j0, int64_t j1) {
+        small_m::product(d, a, b, c, j0, j1);
+        if (epi.fn) epi.apply(c, d.ldc, 0, j0, d.m, j1 - j0);
+      };
+      const int64_t blocks = ceilDiv(d.n, small_m::kColumnBlock);
+      // Split only when each thread gets at least ~64K multiply-adds.
+      if (threads > 1 && blocks >= threads && d.m * d.n * d.k >= 65536 * threads)
+        balancedChunks(*pool, blocks, ceilDiv(blocks, 2 * threads), [&](int64_t s0, int64_t s1) {
+          columns(s0 * small_m::kColumnBlock, std::min(d.n, s1 * small_m::kColumnBlock));
+        });
+      else
+        columns(0, d.n);
+      return;
+    }
+  }
+  const int64_t MR = cfg.mr, NR = cfg.nr;
   const int64_t mSlivers = ceilDiv(d.m, MR);
   const int64_t kBlocks = ceilDiv(d.k, cfg.kc);
   // Few columns: each A sliver would serve too few tiles to repay packing it.
@@ -509,7 +530,11 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
     // of the next are prefetched into L2 when both fit there with room to spare.
     const int64_t spanA = (d.transA ? d.k : d.m) * d.lda, spanB = (d.transB ? d.n : d.k) * d.ldb;
     const bool prefetch = static_cast<int64_t>(sizeof(T)) * (spanA + spanB) <= batched::kItemOperandBytes;
-    const bool small = batched::smallItems(config_, d);  // codegen/gemm_batched.h
+    // Small items pack B for a run of items (codegen/gemm_batched.h), unless they have so
+    // few rows that B is read in place (codegen/gemm_small_m.h, in product()).
+    bool fewRows = false;
+    if constexpr (std::is_same_v<T, float>) fewRows = small_m::applies(d);
+    const bool small = !fewRows && batched::smallItems(config_, d);
     balancedChunks(pool, count, ceilDiv(count, 4 * threads), [&](int64_t b0, int64_t b1) {
       if (small) return batched::runItems<T>(config_, kern.packed, kern.direct, d, b0, b1, itemOf);
       for (int64_t i = b0; i < b1; ++i) {

@@ -348,6 +348,30 @@ TEST(Gemm, ThreadCounts) {
   }
 }
 
+// Products of up to 8 rows read B in place (codegen/gemm_small_m.h): every row count
+// around the 4-row groups, strip and 4-column edges, k tails of the 16-lane dot products,
+// padded leading dimensions, alpha and beta, and column splits over two threads.
+TEST(Gemm, FewRowsMatchTheReference) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 9})
+      for (int64_t n : {1, 5, 63, 65, 130, 1000})
+        for (int64_t k : {1, 17, 300})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+              GemmDesc d = GemmDesc::contiguous(DType::f32, m, n, k, ta, tb);
+              if (n == 65) {
+                d.lda += 3;
+                d.ldb += 5;
+                d.ldc += 2;
+                d.alpha = -0.5;
+                d.beta = 2;
+              }
+              checkGemm<float>(hostEngine(DType::f32), d, pool);
+            }
+  }
+}
+
 TEST(Gemm, LeadingDimensionsAndAlphaBeta) {
   ThreadPool pool(2);
   for (bool ta : {false, true})
