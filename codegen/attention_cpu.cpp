@@ -229,10 +229,12 @@ AttentionParams attentionParamsFor(const Node& n) {
   p.scale = n.attrFloat("scale");
   p.causal = n.attrBool("causal");
   p.hasMask = n.attrBool("has_mask");
+  p.hasBias = n.attrBool("has_bias");
+  p.biasGrad = n.op() == OpKind::FusedAttentionGrad && n.attrBool("bias_grad");
   p.pDrop = n.attrFloat("p_drop");
-  if (p.hasMask) {
-    // The mask operand follows q, k, v (forward) or q, k, v, out, lse, dout (backward).
-    const size_t at = n.op() == OpKind::FusedAttention ? 3 : 6;
+  // The mask and the bias follow q, k, v (forward) or q, k, v, out, lse, dout (backward):
+  // each element's offset is base[b] + i * strideI + j * strideJ.
+  auto layout = [&](size_t at, std::vector<int64_t>& base, int64_t& strideI, int64_t& strideJ) {
     const Shape& ms = n.operand(at)->type().shape;
     std::vector<int64_t> stride(r, 0);
     int64_t s = 1;
@@ -240,17 +242,24 @@ AttentionParams attentionParamsFor(const Node& n) {
       stride[i] = ms[i] == 1 ? 0 : s;
       s *= ms[i];
     }
-    p.maskStrideI = stride[r - 2];
-    p.maskStrideJ = stride[r - 1];
-    p.maskBase.assign(static_cast<size_t>(p.batch), 0);
+    strideI = stride[r - 2];
+    strideJ = stride[r - 1];
+    base.assign(static_cast<size_t>(p.batch), 0);
     for (int64_t b = 0; b < p.batch; ++b) {
-      int64_t rest = b, base = 0;
+      int64_t rest = b, offset = 0;
       for (size_t i = r - 2; i-- > 0;) {
-        base += rest % qs[i] * stride[i];
+        offset += rest % qs[i] * stride[i];
         rest /= qs[i];
       }
-      p.maskBase[static_cast<size_t>(b)] = base;
+      base[static_cast<size_t>(b)] = offset;
     }
+  };
+  const size_t first = n.op() == OpKind::FusedAttention ? 3 : 6;
+  if (p.hasMask) layout(first, p.maskBase, p.maskStrideI, p.maskStrideJ);
+  if (p.hasBias) {
+    const size_t at = first + (p.hasMask ? 1 : 0);
+    layout(at, p.biasBase, p.biasStrideI, p.biasStrideJ);
+    p.biasElements = n.operand(at)->type().numel();
   }
   return p;
 }

@@ -65,12 +65,26 @@ struct AttentionParams {
   bool hasMask = false;
   std::vector<int64_t> maskBase;
   int64_t maskStrideI = 0, maskStrideJ = 0;
+  // Optional additive bias of the dtype, added to the scaled scores: element (b, i, j) at
+  // biasBase[b] + i * biasStrideI + j * biasStrideJ (strides 0 broadcast a dim).
+  bool hasBias = false;
+  std::vector<int64_t> biasBase;
+  int64_t biasStrideI = 0, biasStrideJ = 0;
+  int64_t biasElements = 0;  // of the bias (and dbias) as stored
+  // Backward with biasGrad: dbias (the bias's shape) gets the score gradients summed over
+  // the bias's broadcast dims. Batch items that share a part of the bias run one after the
+  // other in one task, in order, so the sums do not depend on the threads.
+  bool biasGrad = false;
   double pDrop = 0;  // dropout inside the kernel when > 0; seed and offset as the op's
+  // Run-time operands, filled in by the caller for each call: dropout's seed and offset,
+  // the bias and dbias.
   uint64_t seed = 0, offset = 0;
+  const void* bias = nullptr;
+  void* dbias = nullptr;
 };
 
-// The parameters of a fused_attention or fused_attention_grad node (seed and offset are
-// operands: the caller fills them in at run time). Throws IRError naming the node for a
+// The parameters of a fused_attention or fused_attention_grad node (seed, offset, bias and
+// dbias are operands: the caller fills them in at run time). Throws IRError naming the node for a
 // dtype other than f32 / f64.
 AttentionParams attentionParamsFor(const Node& n);
 

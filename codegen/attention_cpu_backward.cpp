@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "codegen/attention_cpu_internal.h"
@@ -143,6 +144,7 @@ void backwardHead(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
           T* dr = w.ds.data() + r * colsP;
           const T* sr = w.s.data() + r * colsP;
           for (int64_t c = 0; c < gColsP; ++c) dr[c] = sr[c] * (dr[c] - dl);
+          if (p.biasGrad) rules.addBiasGrad(dr, i0 + r, j0, gCols);
         }
         // dq += scale ds k.
         pr.gemm(r1 - r0, dp, gCols, w.ds.data() + r0 * colsP, colsP, 1, krows, ldDk,
@@ -178,8 +180,23 @@ void backwardTyped(const AttentionParams& p, const T* q, const T* k, const T* v,
                    const T* lse, const T* dout, const uint8_t* mask, T* dq, T* dk, T* dv,
                    ThreadPool& pool) {
   const Prims<T> pr = prims<T>();
-  forEachTask<BackwardScratch<T>>(pool, p, p.batch, [&](int64_t b, BackwardScratch<T>& w) {
-    backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
+  if (!p.biasGrad) {
+    forEachTask<BackwardScratch<T>>(pool, p, p.batch, [&](int64_t b, BackwardScratch<T>& w) {
+      backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
+    });
+    return;
+  }
+  // dbias: zeroed, then the batch items that add to the same part of it (one bias base)
+  // run in one task, in order.
+  std::fill_n(static_cast<T*>(p.dbias), p.biasElements, T(0));
+  std::map<int64_t, std::vector<int64_t>> byBase;
+  for (int64_t b = 0; b < p.batch; ++b) byBase[p.biasBase[static_cast<size_t>(b)]].push_back(b);
+  std::vector<std::vector<int64_t>> groups;
+  for (auto& [base, items] : byBase) groups.push_back(std::move(items));
+  forEachTask<BackwardScratch<T>>(pool, p, static_cast<int64_t>(groups.size()),
+                                  [&](int64_t g, BackwardScratch<T>& w) {
+    for (int64_t b : groups[static_cast<size_t>(g)])
+      backwardHead(p, pr, q, k, v, out, lse, dout, mask, dq, dk, dv, b, w);
   });
 }
 

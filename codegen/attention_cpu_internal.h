@@ -85,6 +85,7 @@ template <class T>
 struct RowRules {
   const AttentionParams& p;
   const uint8_t* mask;  // at the batch item's base, or null
+  const T* bias;        // likewise
   int64_t b;
   T keepScale;
   UniformFn uniforms;
@@ -93,6 +94,7 @@ struct RowRules {
   RowRules(const AttentionParams& params, const Prims<T>& pr, const uint8_t* m,
            int64_t batchItem)
       : p(params), mask(m && params.hasMask ? m + params.maskBase[batchItem] : nullptr),
+        bias(params.hasBias ? static_cast<const T*>(params.bias) + params.biasBase[batchItem] : nullptr),
         b(batchItem),
         keepScale(static_cast<T>(1.0 / (1.0 - params.pDrop))),
         uniforms(pr.uniforms),
@@ -110,12 +112,20 @@ struct RowRules {
     return end;
   }
 
-  // Sets s[c] to -inf for every disallowed key j0 + c of query i, c < cols, and for the
-  // padding columns up to colsPadded.
+  // The scores of query i for keys j0 + c, c < cols, from its scaled products: adds the
+  // bias, then sets s[c] to -inf for every disallowed key and for the padding columns up to
+  // colsPadded.
   void maskRow(T* s, int64_t i, int64_t j0, int64_t cols, int64_t colsPadded) const {
     constexpr T ninf = -std::numeric_limits<T>::infinity();
     int64_t allowedEnd = cols;
     if (p.causal) allowedEnd = std::clamp<int64_t>(i - j0 + 1, 0, cols);
+    if (bias) {
+      const T* br = bias + i * p.biasStrideI + j0 * p.biasStrideJ;
+      if (p.biasStrideJ == 1)
+        for (int64_t c = 0; c < allowedEnd; ++c) s[c] += br[c];
+      else
+        for (int64_t c = 0; c < allowedEnd; ++c) s[c] += br[c * p.biasStrideJ];
+    }
     if (mask) {
       const uint8_t* mr = mask + i * p.maskStrideI + j0 * p.maskStrideJ;
       if (p.maskStrideJ == 1) {
@@ -126,6 +136,12 @@ struct RowRules {
       }
     }
     std::fill(s + allowedEnd, s + colsPadded, ninf);
+  }
+
+  // dbias(i, j0 + c) += ds[c] for c < cols (the score gradients before the scale).
+  void addBiasGrad(const T* ds, int64_t i, int64_t j0, int64_t cols) const {
+    T* dr = static_cast<T*>(p.dbias) + p.biasBase[b] + i * p.biasStrideI + j0 * p.biasStrideJ;
+    for (int64_t c = 0; c < cols; ++c) dr[c * p.biasStrideJ] += ds[c];
   }
 
   // Dropout's factors z[c] for the keys j0 + c of query i, c < cols (at most kBlockK):

@@ -9,36 +9,39 @@
 namespace tgc::codegen {
 namespace {
 
-// fused_attention(q, k, v [, mask] [, seed, offset]) -> out, lse
+// The run-time operands after the first `first` (3 forward, 6 backward): [mask] [bias]
+// [seed, offset] into p; returns the mask.
+const uint8_t* runTimeOperands(AttentionParams& p, const void* const* in, size_t first) {
+  const uint8_t* mask = p.hasMask ? static_cast<const uint8_t*>(in[first]) : nullptr;
+  size_t at = first + (p.hasMask ? 1 : 0);
+  if (p.hasBias) p.bias = in[at++];
+  if (p.pDrop > 0) {
+    p.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(in[at]));
+    p.offset = static_cast<uint64_t>(*static_cast<const int64_t*>(in[at + 1]));
+  }
+  return mask;
+}
+
+// fused_attention(q, k, v [, mask] [, bias] [, seed, offset]) -> out, lse
 LibraryKernel bindFusedAttention(const Node& n) {
   libraryFloatType(n);
   const AttentionParams params = attentionParamsFor(n);
-  const bool dropout = params.pDrop > 0;
-  return [params, dropout](const void* const* in, void* const* out, ThreadPool& pool) {
+  return [params](const void* const* in, void* const* out, ThreadPool& pool) {
     AttentionParams p = params;
-    if (dropout) {  // the last two operands
-      const size_t s = p.hasMask ? 4 : 3;
-      p.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s]));
-      p.offset = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s + 1]));
-    }
-    const auto* mask = p.hasMask ? static_cast<const uint8_t*>(in[3]) : nullptr;
+    const uint8_t* mask = runTimeOperands(p, in, 3);
     attentionForward(p, in[0], in[1], in[2], mask, out[0], out[1], pool);
   };
 }
 
-// fused_attention_grad(q, k, v, out, lse, dout [, mask] [, seed, offset]) -> dq, dk, dv
+// fused_attention_grad(q, k, v, out, lse, dout [, mask] [, bias] [, seed, offset])
+//   -> dq, dk, dv [, dbias]
 LibraryKernel bindFusedAttentionGrad(const Node& n) {
   libraryFloatType(n);
   const AttentionParams params = attentionParamsFor(n);
-  const bool dropout = params.pDrop > 0;
-  return [params, dropout](const void* const* in, void* const* out, ThreadPool& pool) {
+  return [params](const void* const* in, void* const* out, ThreadPool& pool) {
     AttentionParams p = params;
-    if (dropout) {
-      const size_t s = p.hasMask ? 7 : 6;
-      p.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s]));
-      p.offset = static_cast<uint64_t>(*static_cast<const int64_t*>(in[s + 1]));
-    }
-    const auto* mask = p.hasMask ? static_cast<const uint8_t*>(in[6]) : nullptr;
+    const uint8_t* mask = runTimeOperands(p, in, 6);
+    if (p.biasGrad) p.dbias = out[3];
     attentionBackward(p, in[0], in[1], in[2], in[3], in[4], in[5], mask, out[0], out[1],
                       out[2], pool);
   };

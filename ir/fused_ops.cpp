@@ -37,24 +37,26 @@ Shape checkAttention(const InferContext& c, size_t extra) {
   const int64_t tq = q.shape[r - 2], tk = k.shape[r - 2];
   if (attrOr(c, "causal", false) && tq != tk)
     fail(fmt::format("causal attention needs as many queries as keys: q {}, k {}", q.str(), k.str()));
-  const bool hasMask = attrOr(c, "has_mask", false);
+  const bool hasMask = attrOr(c, "has_mask", false), hasBias = attrOr(c, "has_bias", false);
   const double p = attrOr(c, "p_drop", 0.0);
   if (!(p >= 0 && p < 1)) fail(fmt::format("p_drop {} must be in [0, 1)", p));
-  const size_t want = extra + (hasMask ? 1 : 0) + (p > 0 ? 2 : 0);
+  const size_t want = extra + (hasMask ? 1 : 0) + (hasBias ? 1 : 0) + (p > 0 ? 2 : 0);
   if (c.operands.size() != want)
-    fail(fmt::format("has {} operands; has_mask={} and p_drop={} need {}", c.operands.size(),
-                     hasMask, p, want));
-  if (hasMask) {
-    const TensorType& m = c.operands[extra];
-    Shape full = batch;
-    full.push_back(tq);
-    full.push_back(tk);
-    if (m.dtype != DType::boolean || m.rank() != q.rank())
-      fail(fmt::format("mask {} must be bool of rank {}", m.str(), q.rank()));
+    fail(fmt::format("has {} operands; has_mask={}, has_bias={} and p_drop={} need {}",
+                     c.operands.size(), hasMask, hasBias, p, want));
+  Shape full = batch;
+  full.push_back(tq);
+  full.push_back(tk);
+  // The mask and the bias broadcast to the scores [..., Tq, Tk].
+  auto checkScoresOperand = [&](const TensorType& m, const char* what, DType dtype) {
+    if (m.dtype != dtype || m.rank() != q.rank())
+      fail(fmt::format("{} {} must be {} of rank {}", what, m.str(), dtypeName(dtype), q.rank()));
     for (size_t d = 0; d < r; ++d)
       if (m.shape[d] != 1 && m.shape[d] != full[d])
-        fail(fmt::format("mask {} does not broadcast to {}", m.str(), shapeStr(full)));
-  }
+        fail(fmt::format("{} {} does not broadcast to {}", what, m.str(), shapeStr(full)));
+  };
+  if (hasMask) checkScoresOperand(c.operands[extra], "mask", DType::boolean);
+  if (hasBias) checkScoresOperand(c.operands[extra + (hasMask ? 1 : 0)], "bias", q.dtype);
   if (p > 0)
     for (size_t i = c.operands.size() - 2; i < c.operands.size(); ++i)
       if (c.operands[i] != TensorType{DType::i64, {}})
@@ -134,7 +136,12 @@ std::vector<TensorType> inferFusedAttention(const InferContext& c) {
 
 std::vector<TensorType> inferFusedAttentionGrad(const InferContext& c) {
   inferWithLayout(c, {0, 1, 2, 3, 5}, inferAttentionGradBhtd);
-  return {c.operands[0], c.operands[1], c.operands[2]};
+  std::vector<TensorType> r{c.operands[0], c.operands[1], c.operands[2]};
+  if (attrOr(c, "bias_grad", false)) {
+    if (!attrOr(c, "has_bias", false)) fail("bias_grad needs has_bias");
+    r.push_back(c.operands[6 + (attrOr(c, "has_mask", false) ? 1 : 0)]);  // dbias: the bias's type
+  }
+  return r;
 }
 
 std::vector<TensorType> inferSoftmaxCrossEntropy(const InferContext& c) {

@@ -1,12 +1,14 @@
 // The fused ops of ops.def: their shape rules and their exact semantics.
 //
-// fused_attention(q, k, v [, mask] [, seed, offset]) -> out, lse
+// fused_attention(q, k, v [, mask] [, bias] [, seed, offset]) -> out, lse
 //   q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]: one float dtype, equal batch dims "...".
 //   mask (operand 3 when has_mask): bool of q's rank, broadcasting to [..., Tq, Tk]
 //   (a key-padding mask is [B, 1, 1, Tk]); true = the key may be attended to.
+//   bias (the next operand when has_bias): q's dtype and rank, broadcasting to
+//   [..., Tq, Tk] (ALiBi [1, H, Tq, Tk], a relative-position bias, a float mask).
 //   causal (needs Tq == Tk): key j is allowed for query i only when j <= i.
 //   seed i64[], offset i64[] (the last two operands, present exactly when p_drop > 0).
-//     s[i, j]  = scale * dot(q[i], k[j])                   over allowed (i, j)
+//     s[i, j]  = scale * dot(q[i], k[j]) + bias[i, j]      over allowed (i, j)
 //     lse[i]   = log(sum over allowed j of exp(s[i, j])), -inf when no key is allowed
 //     p[i, j]  = exp(s[i, j] - lse[i]) where allowed, else 0 (a fully masked row is all 0)
 //     dropout: element e (row-major index of (..., i, j) in [..., Tq, Tk]) is kept when
@@ -25,9 +27,12 @@
 //   transpose(attention(transpose(q), transpose(k), transpose(v))) with perm [0, 2, 1, 3],
 //   without the four copies (passes/fuse_attention.cpp folds them).
 //
-// fused_attention_grad(q, k, v, out, lse, dout [, mask] [, seed, offset]) -> dq, dk, dv
+// fused_attention_grad(q, k, v, out, lse, dout [, mask] [, bias] [, seed, offset])
+//     -> dq, dk, dv [, dbias]
 //   Same attributes as the forward (layout bthd: out, dout, dq, dk, dv too are
-//   [..., T, H, D]). Recomputes p from lse (never stores [Tq, Tk]):
+//   [..., T, H, D]), and bias_grad: then a fourth result dbias of the bias's type, ds summed
+//   over the dims the bias broadcasts along (0 at disallowed (i, j)). Recomputes p from lse
+//   (never stores [Tq, Tk]):
 //     z[i, j]   = dropout keep factor (0 or 1/(1-p_drop)), 1 without dropout
 //     dv        = (p * z)^T dout
 //     dpz[i, j] = dot(dout[i], v[j]);   dp = dpz * z

@@ -51,10 +51,18 @@ struct Attention {
   int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
   // Layout bthd: the heads H of [..., T, H, D] (batch entry b is head b % H), else 1.
   int64_t heads = 1;
-  // Mask: per-batch base offset and the strides of i and j in the mask (0 where broadcast).
-  const Tensor* mask = nullptr;
-  std::vector<int64_t> maskBase;
-  int64_t maskStrideI = 0, maskStrideJ = 0;
+  // An operand broadcast to the scores [batch, tq, tk] (the mask, the bias): per-batch base
+  // offset and the strides of i and j (0 where broadcast).
+  struct ScoresOperand {
+    const Tensor* t = nullptr;
+    std::vector<int64_t> base;
+    int64_t strideI = 0, strideJ = 0;
+    int64_t at(int64_t b, int64_t i, int64_t j) const {
+      return base[static_cast<size_t>(b)] + i * strideI + j * strideJ;
+    }
+  };
+  ScoresOperand mask, bias;
+  size_t biasOperand = 0;
   // Dropout.
   double pDrop = 0;
   uint64_t seed = 0, offset = 0;
@@ -65,11 +73,11 @@ struct Attention {
     scale = n.attrFloat("scale");
     causal = n.attrBool("causal");
     pDrop = n.attrFloat("p_drop");
-    const bool hasMask = n.attrBool("has_mask");
-    const size_t want = extra + (hasMask ? 1 : 0) + (pDrop > 0 ? 2 : 0);
+    const bool hasMask = n.attrBool("has_mask"), hasBias = n.attrBool("has_bias");
+    const size_t want = extra + (hasMask ? 1 : 0) + (hasBias ? 1 : 0) + (pDrop > 0 ? 2 : 0);
     if (in.size() != want)
-      fail(n, fmt::format("has {} operands; has_mask={} and p_drop={} need {}", in.size(),
-                          hasMask, pDrop, want));
+      fail(n, fmt::format("has {} operands; has_mask={}, has_bias={} and p_drop={} need {}",
+                          in.size(), hasMask, hasBias, pDrop, want));
     const bool bthd = attentionLayoutOf(n.attrString("layout")) == AttentionLayout::Bthd;
     const size_t minRank = bthd ? 3 : 2;
     const size_t r = in[0]->shape().size();
@@ -91,7 +99,11 @@ struct Attention {
     if (ks[r - 1] != d || vs[r - 2] != tk) fail(n, "k must be [..., Tk, D] and v [..., Tk, Dv]");
     if (causal && tq != tk) fail(n, "causal attention needs as many queries as keys");
     if (!(pDrop >= 0 && pDrop < 1)) fail(n, fmt::format("p_drop {} must be in [0, 1)", pDrop));
-    if (hasMask) setMask(n, *in[extra], qs);
+    if (hasMask) mask = scoresOperand(n, *in[extra], qs, "mask", DType::boolean);
+    if (hasBias) {
+      biasOperand = extra + (hasMask ? 1 : 0);
+      bias = scoresOperand(n, *in[biasOperand], qs, "bias", in[0]->dtype());
+    }
     if (pDrop > 0) {
       seed = static_cast<uint64_t>(in[in.size() - 2]->getI(0));
       offset = static_cast<uint64_t>(in[in.size() - 1]->getI(0));
@@ -100,21 +112,23 @@ struct Attention {
     }
   }
 
-  void setMask(const Node& n, const Tensor& m, const Shape& qs) {
+  ScoresOperand scoresOperand(const Node& n, const Tensor& m, const Shape& qs, const char* what,
+                              DType dtype) const {
     const Shape& ms = m.shape();
     const size_t r = qs.size();
     Shape full(qs.begin(), qs.end() - 1);
     full.push_back(tk);
-    if (m.dtype() != DType::boolean || ms.size() != r)
-      fail(n, fmt::format("mask {} must be bool of rank {}", m.type().str(), r));
+    if (m.dtype() != dtype || ms.size() != r)
+      fail(n, fmt::format("{} {} must be {} of rank {}", what, m.type().str(), dtypeName(dtype), r));
     for (size_t i = 0; i < r; ++i)
       if (ms[i] != 1 && ms[i] != full[i])
-        fail(n, fmt::format("mask {} does not broadcast to {}", m.type().str(), shapeStr(full)));
-    mask = &m;
+        fail(n, fmt::format("{} {} does not broadcast to {}", what, m.type().str(), shapeStr(full)));
+    ScoresOperand o;
+    o.t = &m;
     std::vector<int64_t> strides = stridesOf(ms);
-    maskStrideI = ms[r - 2] == 1 ? 0 : strides[r - 2];
-    maskStrideJ = ms[r - 1] == 1 ? 0 : strides[r - 1];
-    maskBase.assign(static_cast<size_t>(batch), 0);
+    o.strideI = ms[r - 2] == 1 ? 0 : strides[r - 2];
+    o.strideJ = ms[r - 1] == 1 ? 0 : strides[r - 1];
+    o.base.assign(static_cast<size_t>(batch), 0);
     for (int64_t b = 0; b < batch; ++b) {
       int64_t rest = b, base = 0;
       for (size_t dim = r - 2; dim-- > 0;) {
@@ -122,8 +136,9 @@ struct Attention {
         rest /= full[dim];
         if (ms[dim] != 1) base += idx * strides[dim];
       }
-      maskBase[static_cast<size_t>(b)] = base;
+      o.base[static_cast<size_t>(b)] = base;
     }
+    return o;
   }
 
   // Where row t of batch entry b, column c, of an operand with rows of `width` lies: b * T + t
@@ -155,8 +170,8 @@ struct Attention {
 
   bool allowed(int64_t b, int64_t i, int64_t j) const {
     if (causal && j > i) return false;
-    if (!mask) return true;
-    return mask->getI(maskBase[static_cast<size_t>(b)] + i * maskStrideI + j * maskStrideJ) != 0;
+    if (!mask.t) return true;
+    return mask.t->getI(mask.at(b, i, j)) != 0;
   }
 
   // The dropout factor of element (b, i, j): 0 (dropped), keepFactor, or 1 without dropout.
@@ -172,7 +187,7 @@ struct Attention {
     const double* qi = &q[static_cast<size_t>((b * tq + i) * d)];
     const double* kj = &k[static_cast<size_t>((b * tk + j) * d)];
     for (int64_t c = 0; c < d; ++c) dot += qi[c] * kj[c];
-    return scale * dot;
+    return bias.t ? scale * dot + bias.t->getF(bias.at(b, i, j)) : scale * dot;
   }
 };
 
@@ -229,6 +244,9 @@ void referenceFusedAttentionGrad(const Node& n, const RefOperands& in, std::vect
   const std::vector<double> out = a.rows(outT, a.tq, a.dv), lse = lseT.toDoubles(),
                             dout = a.rows(doutT, a.tq, a.dv);
   std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  // dbias, when asked for: the score gradients summed over the bias's broadcast dims.
+  const bool biasGrad = n.attrBool("bias_grad");
+  std::vector<double> dbias(biasGrad ? static_cast<size_t>(in[a.biasOperand]->numel()) : 0, 0.0);
   std::vector<double> p(static_cast<size_t>(a.tk)), dp(static_cast<size_t>(a.tk));
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t i = 0; i < a.tq; ++i) {
@@ -258,7 +276,9 @@ void referenceFusedAttentionGrad(const Node& n, const RefOperands& in, std::vect
       for (int64_t j = 0; j < a.tk; ++j) {
         const auto ju = static_cast<size_t>(j);
         if (!a.allowed(b, i, j)) continue;
-        const double ds = a.scale * p[ju] * (dp[ju] - delta);
+        const double dsUnscaled = p[ju] * (dp[ju] - delta);
+        if (biasGrad) dbias[static_cast<size_t>(a.bias.at(b, i, j))] += dsUnscaled;
+        const double ds = a.scale * dsUnscaled;
         const double* kj = &k[static_cast<size_t>((b * a.tk + j) * a.d)];
         double* dkj = &dk[static_cast<size_t>((b * a.tk + j) * a.d)];
         for (int64_t c = 0; c < a.d; ++c) {
@@ -270,6 +290,8 @@ void referenceFusedAttentionGrad(const Node& n, const RefOperands& in, std::vect
   a.store(outs[0], dq, a.tq, a.d);
   a.store(outs[1], dk, a.tk, a.d);
   a.store(outs[2], dv, a.tk, a.dv);
+  if (biasGrad)
+    for (size_t e = 0; e < dbias.size(); ++e) outs.at(3).setF(static_cast<int64_t>(e), dbias[e]);
 }
 
 }  // namespace tgc

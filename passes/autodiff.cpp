@@ -246,13 +246,23 @@ class Differentiator {
       case OpKind::ScatterAdd: return accumulate(x(1), b_.gather(g, x(0)));
       case OpKind::FusedAttention: {
         // One backward op that recomputes the probabilities from the saved lse (result 1);
-        // the mask, seed and offset operands are passed through, not differentiated.
-        if (!wants(x(0)) && !wants(x(1)) && !wants(x(2))) return;
+        // the mask, seed and offset operands are passed through, not differentiated. A bias
+        // that needs a gradient gets dbias, the fourth result (bias_grad).
+        const bool hasBias = n.attrBool("has_bias");
+        Value* bias = hasBias ? x(3 + (n.attrBool("has_mask") ? 1 : 0)) : nullptr;
+        const bool biasGrad = bias && wants(bias);
+        if (!wants(x(0)) && !wants(x(1)) && !wants(x(2)) && !biasGrad) return;
         std::vector<Value*> ops = {x(0), x(1), x(2), y, n.result(1), g};
         for (size_t i = 3; i < n.operands().size(); ++i) ops.push_back(x(i));
-        Node* grad = g_.add(OpKind::FusedAttentionGrad, ops, n.attrs(),
-                            {b_.qualify("dq"), b_.qualify("dk"), b_.qualify("dv")});
+        AttrMap attrs = n.attrs();
+        std::vector<std::string> names{b_.qualify("dq"), b_.qualify("dk"), b_.qualify("dv")};
+        if (biasGrad) {
+          attrs["bias_grad"] = true;
+          names.push_back(b_.qualify("dbias"));
+        }
+        Node* grad = g_.add(OpKind::FusedAttentionGrad, ops, attrs, names);
         for (size_t i = 0; i < 3; ++i) accumulate(x(i), grad->result(i));
+        if (biasGrad) accumulate(bias, grad->result(3));
         return;
       }
       case OpKind::SoftmaxCrossEntropy: {

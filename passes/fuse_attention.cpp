@@ -12,6 +12,11 @@
 //                              where(m, NEG, s), s + P with P = 0 / NEG built from a bool by
 //                              constants (where, (1 - cast(m)) * NEG, ...); NEG is -inf or a
 //                              constant <= -1e4
+//   s + B, B + s, s - B         an additive bias (ALiBi, a relative-position bias, a float
+//                              mask): B of the scores' dtype, broadcasting to them (the
+//                              add's result has the scores' type), that is not a 0 / NEG
+//                              mask; any number of them, each times the scales after it,
+//                              summed into the fused op's bias operand
 //   softmax                    over the last axis (the keys)
 //   dropout                    where(ge(philox_uniform(seed, offset), p), w * (1/(1-p)), 0), the
 //                              frontend's form, exactly: becomes p_drop with seed and offset
@@ -33,6 +38,8 @@
 // - scores are computed in double inside the op rather than rounded after the matmul and
 //   after the scale, so float32 results differ in the last bits; dropout keeps exactly the
 //   same elements with the same factor.
+// - a bias added after a finite mask penalty (where(m, s, -1e9) + B) leaves the masked
+//   scores masked, as if the penalty were -inf, however large B is.
 // - a 0/1 float mask is recognized only when the graph shows it is 0/1 (a cast of a bool, a
 //   where between constants); a float input could hold other values, so it is left alone.
 // Nodes only the rewritten pattern used (the scores, a mask tensor now replaced by causal=true)
@@ -117,11 +124,58 @@ std::optional<std::pair<Value*, double>> scaleStep(const Node& n) {
   return std::nullopt;
 }
 
+// An additive bias step s + B, B + s or s - B: B a float of s's dtype that broadcasts to s
+// (the step's result has s's type), and not a mask (maskStep is tried first). Returns the
+// scores side and B, negated for s - B.
+struct BiasStep {
+  Value* scores;
+  Value* bias;
+  bool negated;
+};
+
+bool leadsToScores(const Value* v, const Uses& uses);
+
+std::optional<BiasStep> biasStep(const Node& n, const Uses& uses) {
+  if (n.op() != OpKind::Add && n.op() != OpKind::Sub) return std::nullopt;
+  const TensorType& t = n.result()->type();
+  for (size_t side : {0u, 1u}) {
+    if (n.op() == OpKind::Sub && side == 1) break;  // B - s negates the scores
+    Value* s = n.operand(side);
+    Value* b = n.operand(1 - side);
+    if (s->type() != t || b->type().dtype != t.dtype || b->type().rank() > t.rank()) continue;
+    if (!leadsToScores(s, uses)) continue;  // (both sides can have the scores' type)
+    return BiasStep{s, b, n.op() == OpKind::Sub};
+  }
+  return std::nullopt;
+}
+
+// Whether v is the scores matmul, or reaches it through single-use scale, mask and bias
+// steps: which side of an add is the scores.
+bool leadsToScores(const Value* v, const Uses& uses) {
+  for (int depth = 0; depth < 64; ++depth) {
+    const Node& n = *v->def();
+    if (n.op() == OpKind::MatMul) return true;
+    if (!uses.single(v)) return false;
+    if (auto s = scaleStep(n)) v = s->first;
+    else if (auto k = maskStep(n)) v = k->scores;
+    else if (auto b = biasStep(n, uses)) v = b->scores;
+    else return false;
+  }
+  return false;
+}
+
 struct Match {
   Node* out = nullptr;  // the matmul with v, whose result the fused op replaces
   Operand q, k, v;
   double scale = 1;
   std::vector<Conjunct> masks;
+  // Additive biases, each with the product of the scales applied after it (so the fused
+  // op's bias is the sum of factor * B) and its sign.
+  struct Bias {
+    Value* value;
+    double factor;
+  };
+  std::vector<Bias> biases;
   Value *seed = nullptr, *offset = nullptr;
   double pDrop = 0;
 };
@@ -186,6 +240,9 @@ std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
       if (!(after > 0 && k->penalty * after <= kMaskPenalty)) return std::nullopt;
       splitConjuncts(k->allowed, m.masks);
       cur = k->scores;
+    } else if (auto b = biasStep(n, uses)) {
+      m.biases.push_back({b->bias, b->negated ? -after : after});
+      cur = b->scores;
     } else {
       return std::nullopt;
     }
@@ -320,16 +377,27 @@ void rewrite(Graph& g, const Match& m) {
     if (c.negated) v = add(OpKind::LogicalNot, {v}, {}, ".mask");
     mask = mask ? add(OpKind::LogicalAnd, {mask, v}, {}, ".mask") : v;
   }
-  AttrMap attrs{{"scale", m.scale}, {"causal", causal}, {"has_mask", mask != nullptr},
-                {"p_drop", m.pDrop}};
-  if (mask) {
-    Shape s = mask->type().shape;
-    if (s.size() < rank) {
-      s.insert(s.begin(), rank - s.size(), 1);
-      mask = add(OpKind::Reshape, {mask}, {{"shape", s}}, ".mask");
+  // The bias: the sum of each B times its factor, at the scores' rank (leading 1s added).
+  Value* bias = nullptr;
+  for (const Match::Bias& b : m.biases) {
+    Value* term = b.value;
+    if (b.factor != 1) {
+      added.push_back(g.add(OpKind::Constant, {}, {{"value", std::vector<double>{b.factor}}},
+                            {name + ".bias_scale"}, {TensorType{term->type().dtype, {}}}));
+      term = add(OpKind::Mul, {term, added.back()->result()}, {}, ".bias");
     }
-    operands.push_back(mask);
+    bias = bias ? add(OpKind::Add, {bias, term}, {}, ".bias") : term;
   }
+  AttrMap attrs{{"scale", m.scale}, {"causal", causal}, {"has_mask", mask != nullptr},
+                {"has_bias", bias != nullptr}, {"p_drop", m.pDrop}};
+  auto atRank = [&](Value* x, const char* suffix) {
+    Shape s = x->type().shape;
+    if (s.size() == rank) return x;
+    s.insert(s.begin(), rank - s.size(), 1);
+    return add(OpKind::Reshape, {x}, {{"shape", s}}, suffix);
+  };
+  if (mask) operands.push_back(atRank(mask, ".mask"));
+  if (bias) operands.push_back(atRank(bias, ".bias"));
   if (m.pDrop > 0) {
     operands.push_back(m.seed);
     operands.push_back(m.offset);

@@ -13,7 +13,8 @@
 //                     causal); dk and dv of the block's keys accumulate in registers (thread
 //                     owns key tid/8, dims tid%8 + 8t), so no two blocks write them; dq is
 //                     summed per query tile in the block and added to global memory with
-//                     atomicAdd (dq must be zeroed first; the sum's order varies by run).
+//                     atomicAdd (dq must be zeroed first; the sum's order varies by run),
+//                     and so is dbias, element by element, with bias_grad.
 //
 // Dropout draws Philox4x32-10 over the [..., Tq, Tk] index space, bit for bit the
 // CPU's philoxUniformAt (ir/philox.cpp), so the same elements are dropped everywhere.
@@ -33,8 +34,12 @@ struct AttnParams {
   double scale, pDrop, keepScale;
   long long causal, hasMask, dropout;
   long long heads;  // 1, or layout bthd's H: q, k, v, out, dout, dq, dk, dv [B, T, H, D]
+  // The additive bias (T, element (b, i, j) at biasBase[b] + i * biasStrideI + j *
+  // biasStrideJ) and, with biasGrad, dbias of its shape (zeroed first: the kernel adds).
+  unsigned long long bias, biasBase, dbias;
+  long long biasStrideI, biasStrideJ, hasBias, biasGrad;
 };
-static_assert(sizeof(AttnParams) == 27 * 8, "AttnParams must match the host's");
+static_assert(sizeof(AttnParams) == 34 * 8, "AttnParams must match the host's");
 
 // The dynamic shared memory (a host emulation of these kernels defines its own).
 #ifndef TGC_ATTN_SHARED
@@ -99,6 +104,12 @@ __device__ __forceinline__ bool allowed(const AttnParams& p, const unsigned char
   return !mask || mask[i * p.maskStrideI + j * p.maskStrideJ] != 0;
 }
 
+// Batch item b's part of the bias (or of dbias): null without one.
+template <typename T>
+__device__ __forceinline__ T* biasOf(const AttnParams& p, unsigned long long base, long long b) {
+  return p.hasBias ? (T*)base + ((const long long*)p.biasBase)[b] : nullptr;
+}
+
 // Dropout's factor for element (b, i, j): 0 or 1 / (1 - p_drop), compared in T.
 template <typename T>
 __device__ __forceinline__ T keepFactor(const AttnParams& p, unsigned long long seed,
@@ -153,6 +164,7 @@ __device__ void attnForward(const AttnParams& p) {
   const T* v = (const T*)p.v + itemBase(p, b, p.tk, dv);
   const unsigned char* mask =
       p.hasMask ? (const unsigned char*)p.mask + ((const long long*)p.maskBase)[b] : nullptr;
+  const T* bias = biasOf<T>(p, p.bias, b);
   const unsigned long long seed = p.dropout ? *(const unsigned long long*)p.seed : 0;
   const unsigned long long offset = p.dropout ? *(const unsigned long long*)p.offset : 0;
   loadTile(q, ldq, i0, p.tq, d, BQ, qs);
@@ -184,7 +196,9 @@ __device__ void attnForward(const AttnParams& p) {
     for (int r = 0; r < ROWS; ++r) {
       const long long i = i0 + warp * ROWS + r;
       const bool ok = allowed(p, mask, i, j);
-      const T sr = ok ? (T)p.scale * s[r] : negInf<T>();
+      const T sr = !ok ? negInf<T>()
+                   : bias ? (T)p.scale * s[r] + bias[i * p.biasStrideI + j * p.biasStrideJ]
+                          : (T)p.scale * s[r];
       const T mNew = nanMax(m[r], warpMax(sr));
       if (mNew == negInf<T>()) continue;  // warp-uniform: no key of the row scored yet
       const T alpha = expT(m[r] - mNew);  // 0 on the first scored tile
@@ -242,6 +256,8 @@ __device__ void attnBackward(const AttnParams& p) {
   T* dq = (T*)p.dq + itemBase(p, b, p.tq, d);
   const unsigned char* mask =
       p.hasMask ? (const unsigned char*)p.mask + ((const long long*)p.maskBase)[b] : nullptr;
+  const T* bias = biasOf<T>(p, p.bias, b);
+  T* dbias = p.biasGrad ? biasOf<T>(p, p.dbias, b) : nullptr;
   const unsigned long long seed = p.dropout ? *(const unsigned long long*)p.seed : 0;
   const unsigned long long offset = p.dropout ? *(const unsigned long long*)p.offset : 0;
   const T scale = (T)p.scale;
@@ -296,10 +312,14 @@ __device__ void attnBackward(const AttnParams& p) {
       const T L = rowLse[rr];
       // A fully masked row (lse = -inf) contributes nothing, as a masked element.
       const bool ok = L != negInf<T>() && allowed(p, mask, i, j);
-      const T pe = ok ? expT(scale * s[r] - L) : (T)0;
+      const long long at = i * p.biasStrideI + j * p.biasStrideJ;
+      const T pe = !ok ? (T)0 : expT((bias ? scale * s[r] + bias[at] : scale * s[r]) - L);
       const T z = p.dropout && ok ? keepFactor<T>(p, seed, offset, b, i, j) : (T)1;
       ps[rr * KLD + lane] = pe * z;
-      dss[rr * KLD + lane] = ok ? pe * (dpz[r] * z - rowDelta[rr]) : (T)0;
+      const T ds = ok ? pe * (dpz[r] * z - rowDelta[rr]) : (T)0;
+      dss[rr * KLD + lane] = ds;
+      // dbias: summed over the blocks (and batch items) that share its elements.
+      if (dbias && ok) atomicAdd(&dbias[at], ds);
     }
     __syncthreads();
     // dv += (p z)^T dout, dk += ds^T q for the thread's key and dims.

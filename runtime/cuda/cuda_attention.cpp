@@ -16,7 +16,7 @@ constexpr int64_t kTile = 32;
 constexpr int64_t kTileLd = kTile + 1;
 constexpr int64_t kMaxHeadDim = 128;
 
-static_assert(sizeof(AttnParams) == 27 * 8, "AttnParams must match attention_kernels.cu");
+static_assert(sizeof(AttnParams) == 34 * 8, "AttnParams must match attention_kernels.cu");
 
 // Dynamic shared memory of each kernel for head dims d and dv, elements of `bytes`.
 int forwardShared(int64_t d, int64_t dv, int64_t bytes) {
@@ -94,9 +94,16 @@ AttentionLaunch attentionLaunchFor(const Node& n) {
   p.hasMask = a.hasMask;
   p.dropout = a.pDrop > 0;
   p.heads = a.heads;
+  p.hasBias = a.hasBias;
+  p.biasGrad = a.biasGrad;
+  p.biasStrideI = a.biasStrideI;
+  p.biasStrideJ = a.biasStrideJ;
   l.maskBase.assign(a.maskBase.begin(), a.maskBase.end());
+  l.biasBase.assign(a.biasBase.begin(), a.biasBase.end());
   l.maskAt = l.forward ? 3 : 6;  // after q, k, v (and out, lse, dout)
+  l.biasAt = l.maskAt + (a.hasMask ? 1 : 0);
   l.seedAt = n.operands().size() - 2;
+  if (a.biasGrad) l.dbiasBytes = a.biasElements * bytes;
   return l;
 }
 
@@ -106,6 +113,8 @@ AttnParams AttentionLaunch::withPointers(const CUdeviceptr* in, const CUdevicept
   p.k = in[1];
   p.v = in[2];
   if (p.hasMask) p.mask = in[maskAt];
+  if (p.hasBias) p.bias = in[biasAt];
+  if (p.biasGrad) p.dbias = out[3];
   if (p.dropout) {
     p.seed = in[seedAt];
     p.offset = in[seedAt + 1];
@@ -134,6 +143,11 @@ CudaLibraryLaunch CudaAttention::bind(const Node& n) const {
     maskBase = std::make_shared<DeviceBuffer>(
         device_, static_cast<int64_t>(l->maskBase.size() * sizeof(long long)),
         "fused attention's mask offsets");
+  std::shared_ptr<DeviceBuffer> biasBase;
+  if (l->params.hasBias && !l->biasBase.empty())
+    biasBase = std::make_shared<DeviceBuffer>(
+        device_, static_cast<int64_t>(l->biasBase.size() * sizeof(long long)),
+        "fused attention's bias offsets");
   const int64_t dqBytes = l->params.batch * l->params.tq * l->params.d *
                           elementBytes(l->kernel);
   return [=](const CUdeviceptr* in, const CUdeviceptr* out, Stream& s) {
@@ -142,7 +156,12 @@ CudaLibraryLaunch CudaAttention::bind(const Node& n) const {
       s.upload(maskBase->ptr(), l->maskBase.data(), maskBase->bytes());
       p.maskBase = maskBase->ptr();
     }
+    if (biasBase) {
+      s.upload(biasBase->ptr(), l->biasBase.data(), biasBase->bytes());
+      p.biasBase = biasBase->ptr();
+    }
     if (!l->forward && dqBytes > 0) s.fill(p.dq, 0, dqBytes);  // the kernel adds into dq
+    if (l->dbiasBytes > 0) s.fill(p.dbias, 0, l->dbiasBytes);  // and into dbias
     if (l->blocks == 0) return;
     void* args[] = {&p};
     launch(fn, Dim3{l->blocks, 1, 1}, Dim3{kThreads, 1, 1}, l->sharedBytes, s, args, what);

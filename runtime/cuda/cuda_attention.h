@@ -35,6 +35,8 @@ struct AttnParams {
   double scale = 1, pDrop = 0, keepScale = 1;
   long long causal = 0, hasMask = 0, dropout = 0;
   long long heads = 1;  // codegen::AttentionParams::heads (layout bthd)
+  CUdeviceptr bias = 0, biasBase = 0, dbias = 0;
+  long long biasStrideI = 0, biasStrideJ = 0, hasBias = 0, biasGrad = 0;
 };
 
 // One node's launch, device-independent: the kernel, its parameters, the grid (blocks of
@@ -44,12 +46,14 @@ struct AttentionLaunch {
   bool forward = true;
   AttnParams params;               // addresses unset
   std::vector<long long> maskBase;  // the mask's offset per batch item (with has_mask)
+  std::vector<long long> biasBase;  // the bias's (with has_bias)
+  int64_t dbiasBytes = 0;           // dbias, zeroed before the backward (bias_grad)
   unsigned blocks = 0;
   unsigned sharedBytes = 0;
-  size_t maskAt = 0, seedAt = 0;  // operand indices of the mask and seed (offset follows)
+  size_t maskAt = 0, biasAt = 0, seedAt = 0;  // operand indices of the mask, bias and seed
 
   // `params` with the operand and result addresses (in the op's order) filled in; the
-  // caller sets maskBase's address.
+  // caller sets maskBase's and biasBase's addresses.
   AttnParams withPointers(const CUdeviceptr* operands, const CUdeviceptr* results) const;
 };
 AttentionLaunch attentionLaunchFor(const Node& n);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -44,6 +45,9 @@ struct Case {
   DType dtype = DType::f32;
   uint64_t offset = 977;  // dropout's Philox offset
   bool bthd = false;      // layout="bthd": q, k, v, out, dout, dq, dk, dv are [B, T, H, D]
+  // An additive bias with bias_grad (dbias the fourth gradient): per head [1, H, Tq, Tk]
+  // (ALiBi's shape), per key [B, 1, 1, Tk], or [B, H, Tq, Tk].
+  enum class Bias { None, Heads, Keys, Full } bias = Bias::None;
 };
 
 std::string describe(const Case& c) {
@@ -51,8 +55,9 @@ std::string describe(const Case& c) {
          " Tk" + std::to_string(c.tk) + " D" + std::to_string(c.d) + " Dv" + std::to_string(c.dv) +
          (c.causal ? " causal" : "") +
          (c.mask == MaskKind::KeyPadding ? " padding" : c.mask == MaskKind::Full ? " mask" : "") +
-         (c.pDrop > 0 ? " dropout" : "") + (c.bthd ? " bthd" : "") + " " +
-         std::string(dtypeName(c.dtype));
+         (c.pDrop > 0 ? " dropout" : "") + (c.bthd ? " bthd" : "") +
+         (c.bias != Case::Bias::None ? " bias" + std::to_string(static_cast<int>(c.bias)) : "") +
+         " " + std::string(dtypeName(c.dtype));
 }
 
 constexpr uint64_t kSeed = 0x1234abcd5678ull;
@@ -111,6 +116,10 @@ void build(Problem& p) {
     extra.push_back(input("mask", m.type()));
     p.in.emplace("mask", m);
   }
+  if (c.bias != Case::Bias::None)
+    extra.push_back(random("bias", c.bias == Case::Bias::Heads  ? Shape{1, c.h, c.tq, c.tk}
+                                   : c.bias == Case::Bias::Keys ? Shape{c.b, 1, 1, c.tk}
+                                                                : Shape{c.b, c.h, c.tq, c.tk}));
   if (c.pDrop > 0) {
     const TensorType i64{DType::i64, {}};
     extra.push_back(input("seed", i64));
@@ -126,20 +135,29 @@ void build(Problem& p) {
                 {"has_mask", c.mask != MaskKind::None},
                 {"p_drop", c.pDrop}};
   if (c.bthd) attrs["layout"] = std::string("bthd");
+  const bool bias = c.bias != Case::Bias::None;
+  if (bias) attrs["has_bias"] = true;
   std::vector<Value*> ops{q, k, v};
   ops.insert(ops.end(), extra.begin(), extra.end());
   p.fwd = g.add(OpKind::FusedAttention, ops, attrs, {"out", "lse"});
   Value* dout = random("dout", heads(c.tq, c.dv));
   std::vector<Value*> gops{q, k, v, p.fwd->result(0), p.fwd->result(1), dout};
   gops.insert(gops.end(), extra.begin(), extra.end());
-  p.bwd = g.add(OpKind::FusedAttentionGrad, gops, attrs, {"dq", "dk", "dv"});
-  g.setOutputs({p.fwd->result(0), p.fwd->result(1), p.bwd->result(0), p.bwd->result(1),
-                p.bwd->result(2)});
+  std::vector<std::string> grads{"dq", "dk", "dv"};
+  if (bias) {
+    attrs["bias_grad"] = true;
+    grads.push_back("dbias");
+  }
+  p.bwd = g.add(OpKind::FusedAttentionGrad, gops, attrs, grads);
+  std::vector<Value*> outs{p.fwd->result(0), p.fwd->result(1)};
+  for (size_t i = 0; i < p.bwd->numResults(); ++i) outs.push_back(p.bwd->result(i));
+  g.setOutputs(outs);
 }
 
 std::vector<const Tensor*> forwardOperands(const Problem& p) {
   std::vector<const Tensor*> ops{&p.in.at("q"), &p.in.at("k"), &p.in.at("v")};
   if (p.c.mask != MaskKind::None) ops.push_back(&p.in.at("mask"));
+  if (p.c.bias != Case::Bias::None) ops.push_back(&p.in.at("bias"));
   if (p.c.pDrop > 0) {
     ops.push_back(&p.in.at("seed"));
     ops.push_back(&p.in.at("offset"));
@@ -570,6 +588,46 @@ TEST(AttentionKernel, MatchesTheInterpreter) {
           EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
                            tolerance(dt)));
       }
+}
+
+// An additive bias, per head, per key or full, with its gradient: against the interpreter
+// at one block (L 7) and several (L 67, causal: the skipped blocks add nothing to dbias),
+// with masks, dropout and layout bthd; the batch items that share a per-head bias run in
+// one task, so dbias is the same on 1 and 3 threads, bit for bit.
+TEST(AttentionKernel, AdditiveBiasAndItsGradientMatchTheInterpreter) {
+  ThreadPool pool(2), pool3(3), pool1(1);
+  for (auto bias : {Case::Bias::Heads, Case::Bias::Keys, Case::Bias::Full})
+    for (int64_t l : {7, 67})
+      for (bool causal : {false, true})
+        for (DType dt : {DType::f32, DType::f64}) {
+          Problem p;
+          p.c.bias = bias;
+          p.c.bthd = l == 67 && !causal;
+          p.c.b = 2;
+          p.c.h = 3;
+          p.c.tq = p.c.tk = l;
+          p.c.d = p.c.dv = l == 7 ? 5 : 16;
+          p.c.causal = causal;
+          p.c.mask = causal ? MaskKind::KeyPadding : MaskKind::Full;
+          p.c.pDrop = l == 67 ? 0.1 : 0.0;
+          p.c.dtype = dt;
+          build(p);
+          SCOPED_TRACE(describe(p.c));
+          const std::vector<Tensor> want = interpret(p.g, p.in);
+          std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+          std::vector<Tensor> bwd =
+              runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+          ASSERT_EQ(bwd.size(), 4u);
+          const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2], &bwd[3]};
+          for (size_t i = 0; i < got.size(); ++i)
+            EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
+                             tolerance(dt)));
+          for (ThreadPool* other : {&pool1, &pool3}) {
+            std::vector<Tensor> again =
+                runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), *other);
+            EXPECT_EQ(std::memcmp(again[3].data(), bwd[3].data(), bwd[3].nbytes()), 0);
+          }
+        }
 }
 
 // fused_attention between generated kernels in a compiled graph, with the freed buffers

@@ -207,6 +207,23 @@ std::vector<Case> cases() {
                               {{"scale", 0.5}, {"p_drop", 0.4}});
                 },
                 {f64({1, 2, 6, 3}), f64({1, 2, 6, 3}), f64({1, 2, 6, 3})}));
+  // fused_attention with an additive bias, differentiated too (bias_grad): broadcast over
+  // the batch and the queries ([1, 1, 5], summed by dbias), and a full one under a causal
+  // mask and a key-padding mask.
+  cs.push_back(mk("fused_attention_bias", 1e-6,
+                [](Builder& b, V x) {
+                  return b.op(OpKind::FusedAttention, {x[0], x[1], x[2], x[3]},
+                              {{"scale", 0.7}, {"has_bias", true}});
+                },
+                {f64({2, 3, 4}), f64({2, 5, 4}), f64({2, 5, 3}), f64({1, 1, 5})}));
+  cs.push_back(mk("fused_attention_bias_causal_masked", 1e-6,
+                [](Builder& b, V x) {
+                  Value* m = b.constant(TensorType{DType::boolean, {2, 1, 4}},
+                                        {0, 1, 1, 1, 1, 1, 0, 1}, "mask");
+                  return b.op(OpKind::FusedAttention, {x[0], x[1], x[2], m, x[3]},
+                              {{"scale", 0.5}, {"causal", true}, {"has_mask", true}, {"has_bias", true}});
+                },
+                {f64({2, 4, 3}), f64({2, 4, 3}), f64({2, 4, 2}), f64({2, 4, 4})}));
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       cs.push_back(mk(fmt::format("matmul_ta{}_tb{}", ta, tb), 1e-6,

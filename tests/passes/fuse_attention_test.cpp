@@ -32,12 +32,26 @@ struct Config {
   // q, k, v, w are [B, T, H, D] inputs transposed to [B, H, T, D] in the graph, and out is
   // transposed back (split_heads / merge_heads): the fused graph folds all four (layout bthd).
   bool splitHeads = false;
+  // An additive bias input "bias", trainable (its gradient is an output): per head
+  // [1, H, Tq, Tk] added to the scaled scores (ALiBi's shape), per key [B, 1, 1, Tk] added
+  // before the mask, or [Tq, Tk] added before the scale (so the fused op's bias is scaled).
+  enum class Bias { None, Heads, Keys, BeforeScale } bias = Bias::None;
 };
 
+Shape biasShape(const Config& c) {
+  switch (c.bias) {
+    case Config::Bias::Heads: return {1, 2, c.tq, c.tk};
+    case Config::Bias::Keys: return {2, 1, 1, c.tk};
+    case Config::Bias::BeforeScale: return {c.tq, c.tk};
+    case Config::Bias::None: break;
+  }
+  return {};
+}
+
 std::string describe(const Config& c) {
-  return fmt::format("Tq={} Tk={} causal={} padding={} p={} penalty={} {}{}", c.tq, c.tk,
+  return fmt::format("Tq={} Tk={} causal={} padding={} p={} penalty={} {}{} bias {}", c.tq, c.tk,
                      c.causal, c.padding, c.pDrop, c.penalty, dtypeName(c.dtype),
-                     c.splitHeads ? " split heads" : "");
+                     c.splitHeads ? " split heads" : "", static_cast<int>(c.bias));
 }
 
 // A head-split operand's shape [B, T, H, D] from [B, H, T, D].
@@ -60,7 +74,12 @@ std::unique_ptr<Graph> buildAttention(const Config& c, bool fuse) {
   Value* w = b.input("w", {dt, heads(c, {kB, kH, c.tq, kDv})});
   auto split = [&](Value* x) { return c.splitHeads ? b.transpose(x, {0, 2, 1, 3}) : x; };
   Value *q = split(qIn), *k = split(kIn), *v = split(vIn);
-  Value* s = b.mul(b.matmul(q, k, false, true), b.scalar(dt, 1 / std::sqrt(double{kD})), "scores");
+  Value* bias = c.bias == Config::Bias::None ? nullptr : b.input("bias", {dt, biasShape(c)});
+  Value* s = b.matmul(q, k, false, true);
+  if (c.bias == Config::Bias::BeforeScale) s = b.add(s, bias);
+  s = b.mul(s, b.scalar(dt, 1 / std::sqrt(double{kD})), "scores");
+  if (c.bias == Config::Bias::Heads) s = b.add(s, bias);
+  if (c.bias == Config::Bias::Keys) s = b.add(bias, s);
   Value* allowed = nullptr;
   if (c.padding) allowed = b.input("pad", {DType::boolean, {kB, 1, 1, c.tk}});
   if (c.causal) {
@@ -88,8 +107,12 @@ std::unique_ptr<Graph> buildAttention(const Config& c, bool fuse) {
     EXPECT_TRUE(runFuseAttention(*g, ctx));
   }
   out = g->outputs()[0];
-  std::vector<Value*> grads = appendGradients(*g, loss, {qIn, kIn, vIn});
-  g->setOutputs({out, grads[0], grads[1], grads[2]});
+  std::vector<Value*> wrt{qIn, kIn, vIn};
+  if (bias) wrt.push_back(bias);
+  std::vector<Value*> grads = appendGradients(*g, loss, wrt);
+  std::vector<Value*> outs{out};
+  outs.insert(outs.end(), grads.begin(), grads.end());
+  g->setOutputs(outs);
   g->removeDeadNodes();
   EXPECT_TRUE(verifyGraph(*g).empty());
   return g;
@@ -120,6 +143,7 @@ std::map<std::string, Tensor> inputs(const Config& c, uint64_t seed) {
     for (int64_t j = 0; j < c.tk; ++j) pad.setI(j, j % 3 != 0);
     in["pad"] = pad;
   }
+  if (c.bias != Config::Bias::None) in["bias"] = fill(biasShape(c));
   if (c.pDrop > 0) {
     in["seed"] = Tensor(TensorType{DType::i64, {}}, {987654321.0});
     in["offset"] = Tensor(TensorType{DType::i64, {}}, {12345.0});
@@ -149,8 +173,9 @@ void expectSame(const Config& c, bool promote, double rel) {
   InterpreterOptions opts{.promote_to_f64 = promote};
   auto want = Interpreter(opts).run(*unfused, in);
   auto got = Interpreter(opts).run(*fused, in);
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  for (size_t r = 0; r < 4; ++r) {
+  const char* names[] = {"out", "dq", "dk", "dv", "dbias"};
+  ASSERT_EQ(got.size(), c.bias == Config::Bias::None ? 4u : 5u);
+  for (size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].type(), want[r].type()) << names[r];
     double scale = 0;
     for (int64_t i = 0; i < want[r].numel(); ++i) scale = std::max(scale, std::fabs(want[r].getF(i)));
@@ -194,6 +219,19 @@ TEST(FuseAttention, HeadSplitFoldMatchesTheUnfusedGraph) {
     expectSame(c, true, 1e-12);
     expectSame(c, false, 2e-5);
   }
+}
+
+// An additive bias (per head, per key, or before the scale) becomes the fused op's bias
+// operand, and its gradient fused_attention_grad's dbias (summed over its broadcast dims).
+TEST(FuseAttention, AdditiveBiasesMatchTheUnfusedGraph) {
+  for (auto bias : {Config::Bias::Heads, Config::Bias::Keys, Config::Bias::BeforeScale})
+    for (Config c : std::vector<Config>{{1, 1}, {7, 7, true}, {7, 64, false, true}, {64, 64, true, true, 0.1}}) {
+      c.bias = bias;
+      expectSame(c, true, 1e-12);
+      expectSame(c, false, 2e-5);
+      c.splitHeads = true;
+      expectSame(c, true, 1e-12);
+    }
 }
 
 TEST(FuseAttention, Float64GraphsAgreeToRounding) {

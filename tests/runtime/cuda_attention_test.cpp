@@ -99,6 +99,7 @@ struct Case {
   int64_t batch, heads, t, d, dv;
   bool causal, mask, dropout;
   bool bthd = false;  // layout bthd: q, k, v, out, dout and the gradients [B,T,H,D]
+  bool bias = false;  // a per-head bias [1,H,T,T] with bias_grad: dbias the fourth gradient
 };
 
 // fused_attention and its gradient on q [B,H,T,D], k, v [B,H,T,DV] (mask bool[B,1,T,T]), or
@@ -114,17 +115,31 @@ std::string attentionGraph(const Case& c, const std::string& dt) {
     extra += ", %m";
     attrs += ", has_mask=true";
   }
+  if (c.bias) {
+    extra += ", %bias";
+    attrs += ", has_bias=true";
+  }
   if (c.dropout) {
     extra += ", %seed, %offset";
     attrs += ", p_drop=0.2";
   }
+  const std::string bs = fmt::format("{}[1,{},{},{}]", dt, c.heads, c.t, c.t);
   std::string g = "graph @attn {\n";
   g += fmt::format("  %q = input() : {}\n  %k = input() : {}\n  %v = input() : {}\n", qs, qs, vs);
   g += fmt::format("  %dout = input() : {}\n", vs);
   if (c.mask) g += fmt::format("  %m = input() : bool[{},1,{},{}]\n", c.batch, c.t, c.t);
+  if (c.bias) g += fmt::format("  %bias = input() : {}\n", bs);
   if (c.dropout) g += "  %seed = input() : i64[]\n  %offset = input() : i64[]\n";
   g += fmt::format("  %o, %lse = fused_attention(%q, %k, %v{}) {{{}}} : {}, {}\n", extra, attrs,
                    vs, ls);
+  if (c.bias) {
+    g += fmt::format(
+        "  %dq, %dk, %dv, %dbias = fused_attention_grad(%q, %k, %v, %o, %lse, %dout{}) "
+        "{{{}, bias_grad=true}} : {}, {}, {}, {}\n",
+        extra, attrs, qs, qs, vs, bs);
+    g += "  return %o, %lse, %dq, %dk, %dv, %dbias\n}\n";
+    return g;
+  }
   g += fmt::format(
       "  %dq, %dk, %dv = fused_attention_grad(%q, %k, %v, %o, %lse, %dout{}) {{{}}} : {}, {}, "
       "{}\n",
@@ -134,9 +149,9 @@ std::string attentionGraph(const Case& c, const std::string& dt) {
 }
 
 void checkAgainstInterpreter(const Case& c, const std::string& dt) {
-  SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={} bthd={}",
+  SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={} bthd={} bias={}",
                            dt, c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout,
-                           c.bthd));
+                           c.bthd, c.bias));
   auto g = parseGraph(attentionGraph(c, dt), "attn.tir");
   auto in = tgc::testing::randomInputs(*g, 5);
   if (c.mask) {  // random, with query 0 of batch item 0 fully masked (lse -inf, zeros)
@@ -168,6 +183,8 @@ TEST(CudaAttentionOnDevice, ForwardAndBackwardMatchTheInterpreter) {
       // Layout bthd.
       {2, 3, 7, 40, 24, true, true, true, true},  {2, 4, 64, 64, 64, true, true, true, true},
       {1, 2, 257, 64, 64, false, true, false, true},
+      // A per-head bias and its gradient.
+      {2, 2, 65, 64, 64, true, true, true, false, true}, {2, 4, 64, 64, 64, false, false, false, true, true},
   };
   for (const std::string dt : {"f32", "f64"})
     for (const Case& c : cases) checkAgainstInterpreter(c, dt);
@@ -286,10 +303,11 @@ void emulate(void* lib, const Node& n, const std::vector<const Tensor*>& operand
   for (Tensor& t : results) out.push_back(reinterpret_cast<CUdeviceptr>(t.data()));
   AttnParams p = l.withPointers(in.data(), out.data());
   p.maskBase = reinterpret_cast<CUdeviceptr>(l.maskBase.data());
+  p.biasBase = reinterpret_cast<CUdeviceptr>(l.biasBase.data());
   using Launch = void (*)(const void*, unsigned);
   auto fn = reinterpret_cast<Launch>(dlsym(lib, ("emu_" + l.kernel).c_str()));
   ASSERT_NE(fn, nullptr) << l.kernel;
-  fn(&p, l.blocks);  // results arrive zeroed (the backward adds into dq)
+  fn(&p, l.blocks);  // results arrive zeroed (the backward adds into dq and dbias)
 }
 
 TEST(CudaAttentionEmulated, ForwardAndBackwardMatchTheInterpreter) {
@@ -304,11 +322,14 @@ TEST(CudaAttentionEmulated, ForwardAndBackwardMatchTheInterpreter) {
       // Layout bthd: heads interleaved in the rows (a stride off by a head or a row fails).
       {{2, 3, 7, 8, 8, true, true, true, true}, "f32"},
       {{1, 3, 40, 16, 24, false, true, false, true}, "f64"},
+      // A per-head bias shared by the batch items, and its gradient (atomic adds).
+      {{2, 2, 40, 8, 8, true, true, true, false, true}, "f32"},
+      {{2, 3, 7, 8, 8, false, false, false, true, true}, "f64"},
   };
   for (const auto& [c, dt] : cases) {
-    SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={} bthd={}",
+    SCOPED_TRACE(fmt::format("{} B={} H={} T={} D={} DV={} causal={} mask={} dropout={} bthd={} bias={}",
                              dt, c.batch, c.heads, c.t, c.d, c.dv, c.causal, c.mask, c.dropout,
-                             c.bthd));
+                             c.bthd, c.bias));
     auto g = parseGraph(attentionGraph(c, dt), "attn.tir");
     auto in = tgc::testing::randomInputs(*g, 5);
     if (c.mask) {

@@ -1,0 +1,75 @@
+// The spellings of attention in tests/lit/passes/fuse-attention-spellings.tg (whose RUN line
+// checks that each fuses): each graph, after canonicalize and fuse-attention, gives the
+// outputs of the graph as written on the interpreter, on random inputs (bool masks random
+// with the first key always allowed, so that no row is fully masked).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "frontend/frontend.h"
+#include "ir/interpreter.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+#include "passes/passes.h"
+
+namespace tgc {
+namespace {
+
+const char* kFile = TGC_SOURCE_DIR "/tests/lit/passes/fuse-attention-spellings.tg";
+
+std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  std::map<std::string, Tensor> in;
+  for (const Node* n : g.inputs()) {
+    Tensor t(n->result()->type());
+    const Shape& s = t.shape();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (t.dtype() == DType::boolean)
+        t.setI(i, s.empty() || i % s.back() == 0 || rng() % 4 != 0);
+      else
+        t.setF(i, normal(rng));
+    }
+    in[n->result()->name()] = std::move(t);
+  }
+  return in;
+}
+
+int fusedCount(const Graph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op() == OpKind::FusedAttention;
+  return n;
+}
+
+TEST(FuseAttentionSpellings, EachFusesAndMatchesTheGraphAsWritten) {
+  const std::vector<std::string> graphs = compileModelFile(kFile).graph_names;
+  ASSERT_GE(graphs.size(), 12u);
+  for (const std::string& name : graphs) {
+    SCOPED_TRACE(name);
+    ModelOptions o;
+    o.graph = name;
+    CompiledModel written = compileModelFile(kFile, o);
+    CompiledModel fused = compileModelFile(kFile, o);
+    PassContext ctx;
+    runCanonicalize(*fused.graph, ctx);
+    runFuseAttention(*fused.graph, ctx);
+    ASSERT_TRUE(verifyGraph(*fused.graph).empty());
+    EXPECT_EQ(fusedCount(*fused.graph), 1);
+    const auto in = randomInputs(*written.graph, 11);
+    for (bool promote : {true, false}) {
+      InterpreterOptions opts{.promote_to_f64 = promote};
+      auto want = Interpreter(opts).run(*written.graph, in);
+      auto got = Interpreter(opts).run(*fused.graph, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t r = 0; r < want.size(); ++r)
+        for (int64_t i = 0; i < want[r].numel(); ++i) {
+          ASSERT_TRUE(std::isfinite(got[r].getF(i))) << i;
+          ASSERT_NEAR(got[r].getF(i), want[r].getF(i), promote ? 1e-12 : 2e-5) << i;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tgc
