@@ -22,7 +22,7 @@ Inside insideCost(OpKind op) {
   switch (op) {
     case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
     case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
-    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::RmsNorm:
     case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
@@ -59,6 +59,7 @@ double operandEvals(const Node& user, size_t i, double evals, bool last) {
       return numel(x);
     case OpKind::Softmax: case OpKind::LogSoftmax: return 3 * numel(x);
     case OpKind::LayerNorm: return i == 0 ? 3 * numel(x) : numel(user.operand(0));
+    case OpKind::RmsNorm: return i == 0 ? 2 * numel(x) : numel(user.operand(0));
     case OpKind::ScatterAdd:
       return i == 1 ? numel(x) : numel(x) * static_cast<double>(user.result()->type().shape[0]);
     case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:

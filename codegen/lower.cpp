@@ -33,7 +33,7 @@ NodeExecution classify(const Node& node) {
     case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
     case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::Where:
     case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
-    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::RmsNorm:
     case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Gather: case OpKind::ScatterAdd:
       return NodeExecution::Kernel;
@@ -58,7 +58,8 @@ bool isElementwise(OpKind op) {
       return true;
     case OpKind::Input: case OpKind::Constant: case OpKind::Iota: case OpKind::PhiloxUniform:
     case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
-    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MatMul:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::RmsNorm:
+    case OpKind::MatMul:
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Gather: case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
@@ -278,6 +279,7 @@ LoweredKernel lowerGroup(const FusionGroup& fg) {
       case OpKind::Softmax:
       case OpKind::LogSoftmax: lower::lowerSoftmax(c); break;
       case OpKind::LayerNorm: lower::lowerLayerNorm(c); break;
+      case OpKind::RmsNorm: lower::lowerRmsNorm(c); break;
       case OpKind::ScatterAdd: lower::lowerScatterAdd(c); break;
     }
   }

@@ -224,6 +224,7 @@ ExprP Ctx::compute(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
     case OpKind::LayerNorm:
+    case OpKind::RmsNorm:
     case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
@@ -402,7 +403,8 @@ ExprP Ctx::elementwise(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::Where: return kir::select(a(0), a(1), a(2));
     case OpKind::Input: case OpKind::Constant: case OpKind::Iota: case OpKind::PhiloxUniform:
     case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMean:
-    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MatMul:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::RmsNorm:
+    case OpKind::MatMul:
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::Broadcast: case OpKind::Slice:
     case OpKind::Concat: case OpKind::Gather: case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:

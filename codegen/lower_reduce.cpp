@@ -326,4 +326,50 @@ void lowerLayerNorm(Ctx& c) {
   });
 }
 
+// rms_norm: per row, the sum of squares, then x * (1 / sqrt(sumsq / d + eps)) * gamma.
+void lowerRmsNorm(Ctx& c) {
+  const Node& n = c.anchor();
+  const Value* x = n.operand(0);
+  const Value* gamma = n.operand(1);
+  const Value* out = n.result();
+  const Shape& xs = x->type().shape;
+  const int64_t d = xs.back();
+  Shape rows(xs.begin(), xs.end() - 1);
+  if (rows.empty()) rows = {1};
+  DType ot = out->type().dtype;
+  DType ct = computeType(ot);
+  int ob = c.outputBuffer(out);
+  auto cf = [&](double v) { return kir::constFloat(v, ct); };
+
+  parallelNest(c, rows, LoopKind::Serial, d * (c.opsPerElement() + 4), [&](const Index& ri) {
+    Index full(ri.begin(), ri.begin() + static_cast<std::ptrdiff_t>(xs.size() - 1));
+    full.push_back(nullptr);
+    auto pass = [&](const std::function<Stmts(ExprP value, ExprP j, ExprP o, Stmts& s)>& body) {
+      return forLoop(c, "j", d, LoopKind::Vector, [&](ExprP j) {
+        c.newBody();
+        full.back() = j;
+        Stmts s;
+        ExprP v = c.at(x, full, s);
+        Stmts b = body(v, j, c.flat(full, xs), s);
+        s.insert(s.end(), b.begin(), b.end());
+        return s;
+      });
+    };
+    int sq = c.newVar("sumsq", ct), inv = c.newVar("inv_rms", ct);
+    Stmts s{kir::assign(sq, cf(0))};
+    s.push_back(pass([&](ExprP v, ExprP, ExprP, Stmts&) {
+      return Stmts{kir::assign(sq, bin(BinaryOp::Add, c.var(sq), bin(BinaryOp::Mul, v, v)))};
+    }));
+    ExprP meanSq = bin(BinaryOp::Div, c.var(sq), cf(static_cast<double>(d)));
+    s.push_back(kir::assign(
+        inv, bin(BinaryOp::Div, cf(1),
+                 kir::unary(UnaryOp::Sqrt, bin(BinaryOp::Add, meanSq, cf(n.attrFloat("eps")))))));
+    s.push_back(pass([&](ExprP v, ExprP j, ExprP o, Stmts& pre) {
+      ExprP y = bin(BinaryOp::Mul, bin(BinaryOp::Mul, v, c.var(inv)), c.at(gamma, {j}, pre));
+      return Stmts{kir::store(ob, o, kir::cast(y, ot))};
+    }));
+    return s;
+  });
+}
+
 }  // namespace tgc::codegen::lower

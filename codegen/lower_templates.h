@@ -18,6 +18,7 @@ void lowerReduce(Ctx& c);
 void lowerSoftmax(Ctx& c);
 // layer_norm over the last axis: one row per parallel iteration.
 void lowerLayerNorm(Ctx& c);
+void lowerRmsNorm(Ctx& c);
 // scatter_add: parallel over blocks of output rows (each owned by one iteration).
 void lowerScatterAdd(Ctx& c);
 

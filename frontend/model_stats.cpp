@@ -16,6 +16,7 @@ static double nodeFlops(const Node& n) {
     }
     case OpKind::Softmax: case OpKind::LogSoftmax: return 5.0 * out;
     case OpKind::LayerNorm: return 8.0 * out;
+    case OpKind::RmsNorm: return 4.0 * out;
     default: break;
   }
   switch (n.info().fusion) {

@@ -372,6 +372,20 @@ void layerNormKernel(const Node& n, const Operands& in, Tensor& out) {
   }
 }
 
+void rmsNormKernel(const Node& n, const Operands& in, Tensor& out) {
+  const Tensor& x = *in[0];
+  const Tensor& gamma = *in[1];
+  const double eps = n.attrFloat("eps");
+  const int64_t d = x.shape().back();
+  if (d == 0) return;
+  for (int64_t row = 0; row < x.numel() / d; ++row) {
+    double sq = 0;
+    for (int64_t j = 0; j < d; ++j) sq += x.getF(row * d + j) * x.getF(row * d + j);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(d) + eps);
+    for (int64_t j = 0; j < d; ++j) out.setF(row * d + j, x.getF(row * d + j) * inv * gamma.getF(j));
+  }
+}
+
 // ---- matmul ----------------------------------------------------------------------------------
 
 // out[b..., m, n] = sum_k A[b..., m, k] * B[b..., k, n], where A is a or a with its last two
@@ -577,6 +591,7 @@ void compute(const Node& n, const Operands& in, std::vector<Tensor>& outs) {
     case OpKind::Softmax:
     case OpKind::LogSoftmax: return softmaxKernel(n, *in[0], out);
     case OpKind::LayerNorm: return layerNormKernel(n, in, out);
+    case OpKind::RmsNorm: return rmsNormKernel(n, in, out);
 
     case OpKind::MatMul: return matmulKernel(n, in, out);
 

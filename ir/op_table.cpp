@@ -167,6 +167,16 @@ std::vector<TensorType> inferLayerNorm(const InferContext& c) {
   return {x};
 }
 
+std::vector<TensorType> inferRmsNorm(const InferContext& c) {
+  const auto& x = c.operands[0];
+  if (!isFloat(x.dtype)) fail(fmt::format("input {} must be a float type", x.str()));
+  if (x.rank() < 1) fail(fmt::format("input {} must have rank >= 1", x.str()));
+  TensorType p{x.dtype, {x.shape.back()}};
+  if (c.operands[1] != p)
+    fail(fmt::format("gamma is {} but input {} needs {}", c.operands[1].str(), x.str(), p.str()));
+  return {x};
+}
+
 std::vector<TensorType> inferMatMul(const InferContext& c) {
   const auto& a = c.operands[0];
   const auto& b = c.operands[1];

@@ -221,6 +221,7 @@ class Differentiator {
         return accumulate(x(0), b_.sub(g, b_.mul(b_.exp(y), sum)));
       }
       case OpKind::LayerNorm: return layerNormGrad(n, g);
+      case OpKind::RmsNorm: return rmsNormGrad(n, g);
       case OpKind::MatMul: return matmulGrad(n, g);
       case OpKind::Reshape: return accumulate(x(0), b_.reshape(g, x(0)->type().shape));
       case OpKind::Transpose: {
@@ -310,6 +311,23 @@ class Differentiator {
     accumulate(x, d->result(0));
     accumulate(gamma, d->result(1));
     accumulate(beta, d->result(2));
+  }
+
+  // rms_norm: with r = rsqrt(mean(x^2) + eps) per row and xn = x * r, y = xn * gamma gives
+  // dgamma = sum over rows of dy * xn and dx = r * (dn - xn * mean(dn * xn)), dn = dy * gamma:
+  // row reductions and elementwise ops, which the generic fusion groups into kernels.
+  void rmsNormGrad(const Node& n, Value* g) {
+    Value* x = n.operand(0), *gamma = n.operand(1);
+    if (!wants(x) && !wants(gamma)) return;
+    const int64_t last = x->type().rank() - 1;
+    Value* meanSq = b_.reduce(OpKind::ReduceMean, b_.mul(x, x), {last}, true);
+    Value* r = b_.unary(OpKind::Rsqrt, b_.add(meanSq, scalar(x, n.attrFloat("eps"))));
+    Value* xn = b_.mul(x, r);
+    accumulate(gamma, b_.mul(g, xn));  // summed over the rows by unbroadcast
+    if (!wants(x)) return;
+    Value* dn = b_.mul(g, gamma);
+    Value* proj = b_.reduce(OpKind::ReduceMean, b_.mul(dn, xn), {last}, true);
+    accumulate(x, b_.mul(r, b_.sub(dn, b_.mul(xn, proj))));
   }
 
   void matmulGrad(const Node& n, Value* g) {

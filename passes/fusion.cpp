@@ -21,6 +21,7 @@ bool forwardFusionsEnabled() {
 void runForwardFusions(Graph& g) {
   if (!forwardFusionsEnabled()) return;
   PassContext ctx;
+  runFuseNorms(g, ctx);
   runFuseAttention(g, ctx);
   runFuseCrossEntropy(g, ctx);
 }

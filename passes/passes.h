@@ -16,6 +16,9 @@ bool runCanonicalize(Graph& g, PassContext& ctx);
 // fuse_attention.cpp: matmul -> scale -> mask -> softmax -> (dropout) -> matmul becomes one
 // fused_attention node (runs before autodiff; passes/fusion.h runs it with the other fusions).
 bool runFuseAttention(Graph& g, PassContext& ctx);
+// fuse_norms.cpp: LayerNorm and RMSNorm written out (mean, variance, rsqrt) become
+// layer_norm and rms_norm (before autodiff, with the other forward fusions).
+bool runFuseNorms(Graph& g, PassContext& ctx);
 // fuse_cross_entropy.cpp: log_softmax + one-hot + label-smoothed NLL -> softmax_cross_entropy.
 bool runFuseCrossEntropy(Graph& g, PassContext& ctx);
 // fuse_ffn.cpp: the ReLU gradient of ReLU -> dropout reads the dropout's output only (after

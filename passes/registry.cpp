@@ -35,6 +35,10 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "matmul -> scale -> mask -> softmax -> (dropout) -> matmul into one fused_attention "
       "(causal masks from iota become causal=true)",
       runFuseAttention);
+  add("fuse-norms",
+      "LayerNorm and RMSNorm written out (mean, variance, rsqrt, * gamma, + beta) -> "
+      "layer_norm and rms_norm (before autodiff)",
+      runFuseNorms);
   add("fuse-ffn",
       "ReLU -> dropout: the ReLU gradient tests the dropout's output D > 0 instead of the "
       "ReLU input and the keep mask, so only D is saved (after autodiff)",

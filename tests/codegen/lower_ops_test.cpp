@@ -235,6 +235,15 @@ Cases casesFor(OpKind op) {
         }
       return cs;
     }
+    case OpKind::RmsNorm: {
+      Cases cs;
+      for (DType dt : {DType::f32, DType::f64, DType::bf16})
+        for (const Shape& s : std::vector<Shape>{{9, 33}, {2, 3, 17}, {130}, {7, 1}}) {
+          Tolerance t = dt == DType::f32 ? Tolerance{1e-5, 2e-5} : dt == DType::f64 ? kSumF64 : kHalf;
+          cs.push_back(one(op, {ty(dt, s), ty(dt, {s.back()})}, t, {{"eps", 1e-3}}));
+        }
+      return cs;
+    }
 
     case OpKind::Transpose: {
       Cases cs;

@@ -60,6 +60,7 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   node(OpKind::Softmax, {x}, {{"axis", int64_t{0}}}, "softmax");
   node(OpKind::LogSoftmax, {x}, {}, "log_softmax");
   node(OpKind::LayerNorm, {x, gamma, beta}, {{"eps", 1e-3}}, "ln");
+  node(OpKind::RmsNorm, {x, gamma}, {{"eps", 1e-3}}, "rms");
   node(OpKind::MatMul, {x, x}, {{"transpose_b", true}}, "mm");
 
   node(OpKind::Reshape, {x}, {{"shape", std::vector<int64_t>{3, 2}}}, "reshape");

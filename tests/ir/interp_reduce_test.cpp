@@ -234,5 +234,19 @@ INTERP_OP_TEST(LayerNorm, DefaultEpsAndRank3) {
              ty(DType::f64, {2}), {-0.5, 0.5}, 1e-12);
 }
 
+// ---- rms_norm
+// ----------------------------------------------------------------------------------
+
+INTERP_OP_TEST(RmsNorm, RootMeanSquareOverLastAxis) {
+  // Row [3, 4]: mean square 12.5; row [-1, 1]: 1. Then * gamma; eps 0.
+  Tensor x = T(DType::f64, {2, 2}, {3, 4, -1, 1});
+  const double s = 1 / std::sqrt(12.5);
+  expectNear(runOp(OpKind::RmsNorm, {x, T(DType::f64, {2}, {2, -1})}, {{"eps", 0.0}}),
+             ty(DType::f64, {2, 2}), {6 * s, -4 * s, -2, -1}, 1e-14);
+  // The default eps (1e-6) shows on a tiny row: [1e-3, -1e-3] has mean square 1e-6.
+  expectNear(runOp(OpKind::RmsNorm, {T(DType::f64, {1, 2}, {1e-3, -1e-3}), T(DType::f64, {2}, {1, 1})}, {}),
+             ty(DType::f64, {1, 2}), {1e-3 / std::sqrt(2e-6), -1e-3 / std::sqrt(2e-6)}, 1e-12);
+}
+
 }  // namespace
 }  // namespace tgc

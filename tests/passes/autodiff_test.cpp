@@ -175,6 +175,9 @@ std::vector<Case> cases() {
   cs.push_back(mk("layer_norm", 1e-5,
                 [](Builder& b, V x) { return b.layerNorm(x[0], x[1], x[2], 1e-5); },
                 {f64({2, 3, 8}), f64({8}), f64({8})}));
+  cs.push_back(mk("rms_norm", 1e-5,
+                [](Builder& b, V x) { return b.op(OpKind::RmsNorm, {x[0], x[1]}, {{"eps", 1e-5}}); },
+                {f64({2, 3, 8}), f64({8})}));
   for (double eps : {0.0, 0.1}) {
     Case c = mk(eps > 0 ? "softmax_cross_entropy_smoothed" : "softmax_cross_entropy", 1e-6,
                 [eps](Builder& b, V x) {

@@ -1,7 +1,7 @@
-// The spellings of attention in tests/lit/passes/fuse-attention-spellings.tg (whose RUN line
-// checks that each fuses): each graph, after canonicalize and fuse-attention, gives the
-// outputs of the graph as written on the interpreter, on random inputs (bool masks random
-// with the first key always allowed, so that no row is fully masked).
+// The spellings of attention in tests/lit/passes/fuse-attention-spellings.tg and of the norms
+// in fuse-norms-spellings.tg (whose RUN lines check what each fuses into): each graph, after
+// its passes, gives the outputs of the graph as written on the interpreter, on random inputs
+// (bool masks random with the first key always allowed, so that no row is fully masked).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +17,7 @@ namespace tgc {
 namespace {
 
 const char* kFile = TGC_SOURCE_DIR "/tests/lit/passes/fuse-attention-spellings.tg";
+const char* kNormsFile = TGC_SOURCE_DIR "/tests/lit/passes/fuse-norms-spellings.tg";
 
 std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -36,10 +37,27 @@ std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed) {
   return in;
 }
 
-int fusedCount(const Graph& g) {
+int count(const Graph& g, std::initializer_list<OpKind> ops) {
   int n = 0;
-  for (const auto& node : g.nodes()) n += node->op() == OpKind::FusedAttention;
+  for (const auto& node : g.nodes())
+    for (OpKind op : ops) n += node->op() == op;
   return n;
+}
+
+// Both graphs on the interpreter, in f64 and in their own dtype.
+void expectSameOutputs(const Graph& written, const Graph& fused) {
+  const auto in = randomInputs(written, 11);
+  for (bool promote : {true, false}) {
+    InterpreterOptions opts{.promote_to_f64 = promote};
+    auto want = Interpreter(opts).run(written, in);
+    auto got = Interpreter(opts).run(fused, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t r = 0; r < want.size(); ++r)
+      for (int64_t i = 0; i < want[r].numel(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[r].getF(i))) << i;
+        ASSERT_NEAR(got[r].getF(i), want[r].getF(i), promote ? 1e-12 : 2e-5) << i;
+      }
+  }
 }
 
 TEST(FuseAttentionSpellings, EachFusesAndMatchesTheGraphAsWritten) {
@@ -55,19 +73,27 @@ TEST(FuseAttentionSpellings, EachFusesAndMatchesTheGraphAsWritten) {
     runCanonicalize(*fused.graph, ctx);
     runFuseAttention(*fused.graph, ctx);
     ASSERT_TRUE(verifyGraph(*fused.graph).empty());
-    EXPECT_EQ(fusedCount(*fused.graph), 1);
-    const auto in = randomInputs(*written.graph, 11);
-    for (bool promote : {true, false}) {
-      InterpreterOptions opts{.promote_to_f64 = promote};
-      auto want = Interpreter(opts).run(*written.graph, in);
-      auto got = Interpreter(opts).run(*fused.graph, in);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t r = 0; r < want.size(); ++r)
-        for (int64_t i = 0; i < want[r].numel(); ++i) {
-          ASSERT_TRUE(std::isfinite(got[r].getF(i))) << i;
-          ASSERT_NEAR(got[r].getF(i), want[r].getF(i), promote ? 1e-12 : 2e-5) << i;
-        }
-    }
+    EXPECT_EQ(count(*fused.graph, {OpKind::FusedAttention}), 1);
+    expectSameOutputs(*written.graph, *fused.graph);
+  }
+}
+
+TEST(FuseNormsSpellings, EachFusesAndMatchesTheGraphAsWritten) {
+  const std::vector<std::string> graphs = compileModelFile(kNormsFile).graph_names;
+  ASSERT_GE(graphs.size(), 9u);
+  for (const std::string& name : graphs) {
+    SCOPED_TRACE(name);
+    ModelOptions o;
+    o.graph = name;
+    CompiledModel written = compileModelFile(kNormsFile, o);
+    CompiledModel fused = compileModelFile(kNormsFile, o);
+    PassContext ctx;
+    runFuseNorms(*fused.graph, ctx);
+    ASSERT_TRUE(verifyGraph(*fused.graph).empty());
+    const bool near = name.starts_with("near_");
+    EXPECT_EQ(count(*fused.graph, {OpKind::LayerNorm, OpKind::RmsNorm}), near ? 0 : 1);
+    EXPECT_EQ(count(*fused.graph, {OpKind::Rsqrt, OpKind::Sqrt}), near ? 1 : 0);
+    expectSameOutputs(*written.graph, *fused.graph);
   }
 }
 
