@@ -271,25 +271,26 @@ void lowerSoftmax(Ctx& c) {
   });
 }
 
-void lowerLayerNorm(Ctx& c) {
-  const Node& n = c.anchor();
-  const Value* x = n.operand(0);
-  const Value* gamma = n.operand(1);
-  const Value* beta = n.operand(2);
-  const Value* out = n.result();
+namespace {
+
+// One pass over a row's d elements of x: body(value, j, flat index, pre) gives the statements
+// for element j (pre collects the loads it needs).
+using RowBody = std::function<Stmts(ExprP value, ExprP j, ExprP o, Stmts& pre)>;
+using RowPass = std::function<kir::StmtP(const RowBody&)>;
+
+// A norm over the last axis of the anchor's operand 0: one task per row, whose statements
+// row(pass) builds from vector passes over the row; extra is the per-element cost beyond
+// the fused chain's.
+void lowerRowNorm(Ctx& c, int64_t extra, const std::function<Stmts(const RowPass&)>& row) {
+  const Value* x = c.anchor().operand(0);
   const Shape& xs = x->type().shape;
   const int64_t d = xs.back();
   Shape rows(xs.begin(), xs.end() - 1);
   if (rows.empty()) rows = {1};
-  DType ot = out->type().dtype;
-  DType ct = computeType(ot);
-  int ob = c.outputBuffer(out);
-  auto cf = [&](double v) { return kir::constFloat(v, ct); };
-
-  parallelNest(c, rows, LoopKind::Serial, d * (c.opsPerElement() + 8), [&](const Index& ri) {
+  parallelNest(c, rows, LoopKind::Serial, d * (c.opsPerElement() + extra), [&](const Index& ri) {
     Index full(ri.begin(), ri.begin() + static_cast<std::ptrdiff_t>(xs.size() - 1));
     full.push_back(nullptr);
-    auto pass = [&](const std::function<Stmts(ExprP value, ExprP j, ExprP o, Stmts& s)>& body) {
+    auto pass = [&](const RowBody& body) {
       return forLoop(c, "j", d, LoopKind::Vector, [&](ExprP j) {
         c.newBody();
         full.back() = j;
@@ -300,6 +301,24 @@ void lowerLayerNorm(Ctx& c) {
         return s;
       });
     };
+    return row(pass);
+  });
+}
+
+}  // namespace
+
+void lowerLayerNorm(Ctx& c) {
+  const Node& n = c.anchor();
+  const Value* gamma = n.operand(1);
+  const Value* beta = n.operand(2);
+  const Value* out = n.result();
+  const int64_t d = n.operand(0)->type().shape.back();
+  DType ot = out->type().dtype;
+  DType ct = computeType(ot);
+  int ob = c.outputBuffer(out);
+  auto cf = [&](double v) { return kir::constFloat(v, ct); };
+
+  lowerRowNorm(c, 8, [&](const RowPass& pass) {
     int sum = c.newVar("sum", ct), mean = c.newVar("mean", ct);
     int sq = c.newVar("sumsq", ct), inv = c.newVar("inv_std", ct);
     Stmts s{kir::assign(sum, cf(0))};
@@ -329,32 +348,15 @@ void lowerLayerNorm(Ctx& c) {
 // rms_norm: per row, the sum of squares, then x * (1 / sqrt(sumsq / d + eps)) * gamma.
 void lowerRmsNorm(Ctx& c) {
   const Node& n = c.anchor();
-  const Value* x = n.operand(0);
   const Value* gamma = n.operand(1);
   const Value* out = n.result();
-  const Shape& xs = x->type().shape;
-  const int64_t d = xs.back();
-  Shape rows(xs.begin(), xs.end() - 1);
-  if (rows.empty()) rows = {1};
+  const int64_t d = n.operand(0)->type().shape.back();
   DType ot = out->type().dtype;
   DType ct = computeType(ot);
   int ob = c.outputBuffer(out);
   auto cf = [&](double v) { return kir::constFloat(v, ct); };
 
-  parallelNest(c, rows, LoopKind::Serial, d * (c.opsPerElement() + 4), [&](const Index& ri) {
-    Index full(ri.begin(), ri.begin() + static_cast<std::ptrdiff_t>(xs.size() - 1));
-    full.push_back(nullptr);
-    auto pass = [&](const std::function<Stmts(ExprP value, ExprP j, ExprP o, Stmts& s)>& body) {
-      return forLoop(c, "j", d, LoopKind::Vector, [&](ExprP j) {
-        c.newBody();
-        full.back() = j;
-        Stmts s;
-        ExprP v = c.at(x, full, s);
-        Stmts b = body(v, j, c.flat(full, xs), s);
-        s.insert(s.end(), b.begin(), b.end());
-        return s;
-      });
-    };
+  lowerRowNorm(c, 4, [&](const RowPass& pass) {
     int sq = c.newVar("sumsq", ct), inv = c.newVar("inv_rms", ct);
     Stmts s{kir::assign(sq, cf(0))};
     s.push_back(pass([&](ExprP v, ExprP, ExprP, Stmts&) {

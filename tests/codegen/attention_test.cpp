@@ -562,6 +562,22 @@ std::vector<Tensor> interpret(const Graph& g, const std::map<std::string, Tensor
   return Interpreter().run(g, in);
 }
 
+// The library kernels' results (forward, then backward from the kernel's out and lse)
+// against the interpreter's graph outputs, in order; returns them.
+std::pair<std::vector<Tensor>, std::vector<Tensor>> expectKernelsMatchTheInterpreter(Problem& p,
+                                                                                      ThreadPool& pool) {
+  const std::vector<Tensor> want = interpret(p.g, p.in);
+  std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
+  std::vector<Tensor> bwd = runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+  std::vector<const Tensor*> got{&fwd[0], &fwd[1]};
+  for (const Tensor& t : bwd) got.push_back(&t);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
+                     tolerance(p.c.dtype)));
+  return {std::move(fwd), std::move(bwd)};
+}
+
 TEST(AttentionKernel, MatchesTheInterpreter) {
   ThreadPool pool(2);
   for (DType dt : {DType::f32, DType::f64})
@@ -579,14 +595,7 @@ TEST(AttentionKernel, MatchesTheInterpreter) {
         p.c.dtype = dt;
         build(p);
         SCOPED_TRACE(describe(p.c));
-        const std::vector<Tensor> want = interpret(p.g, p.in);
-        std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
-        std::vector<Tensor> bwd =
-            runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
-        const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2]};
-        for (size_t i = 0; i < got.size(); ++i)
-          EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
-                           tolerance(dt)));
+        expectKernelsMatchTheInterpreter(p, pool);
       }
 }
 
@@ -613,15 +622,8 @@ TEST(AttentionKernel, AdditiveBiasAndItsGradientMatchTheInterpreter) {
           p.c.dtype = dt;
           build(p);
           SCOPED_TRACE(describe(p.c));
-          const std::vector<Tensor> want = interpret(p.g, p.in);
-          std::vector<Tensor> fwd = runLibraryKernel(*p.fwd, forwardOperands(p), pool);
-          std::vector<Tensor> bwd =
-              runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), pool);
+          const auto [fwd, bwd] = expectKernelsMatchTheInterpreter(p, pool);
           ASSERT_EQ(bwd.size(), 4u);
-          const std::vector<const Tensor*> got{&fwd[0], &fwd[1], &bwd[0], &bwd[1], &bwd[2], &bwd[3]};
-          for (size_t i = 0; i < got.size(); ++i)
-            EXPECT_TRUE(near(p.g.outputs()[i]->name().c_str(), *got[i], want[i].toDoubles(),
-                             tolerance(dt)));
           for (ThreadPool* other : {&pool1, &pool3}) {
             std::vector<Tensor> again =
                 runLibraryKernel(*p.bwd, backwardOperands(p, fwd[0], fwd[1]), *other);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "frontend/frontend.h"
@@ -60,41 +61,48 @@ void expectSameOutputs(const Graph& written, const Graph& fused) {
   }
 }
 
-TEST(FuseAttentionSpellings, EachFusesAndMatchesTheGraphAsWritten) {
-  const std::vector<std::string> graphs = compileModelFile(kFile).graph_names;
-  ASSERT_GE(graphs.size(), 12u);
+// Each graph of `file` (at least `atLeast` of them), compiled as written and compiled then
+// rewritten by `fuse`: check(name, fused) looks at the rewritten graph, then both run.
+void forEachSpelling(const char* file, size_t atLeast, const std::function<void(Graph&)>& fuse,
+                     const std::function<void(const std::string&, const Graph&)>& check) {
+  const std::vector<std::string> graphs = compileModelFile(file).graph_names;
+  ASSERT_GE(graphs.size(), atLeast);
   for (const std::string& name : graphs) {
     SCOPED_TRACE(name);
     ModelOptions o;
     o.graph = name;
-    CompiledModel written = compileModelFile(kFile, o);
-    CompiledModel fused = compileModelFile(kFile, o);
-    PassContext ctx;
-    runCanonicalize(*fused.graph, ctx);
-    runFuseAttention(*fused.graph, ctx);
+    CompiledModel written = compileModelFile(file, o);
+    CompiledModel fused = compileModelFile(file, o);
+    fuse(*fused.graph);
     ASSERT_TRUE(verifyGraph(*fused.graph).empty());
-    EXPECT_EQ(count(*fused.graph, {OpKind::FusedAttention}), 1);
+    check(name, *fused.graph);
     expectSameOutputs(*written.graph, *fused.graph);
   }
 }
 
+TEST(FuseAttentionSpellings, EachFusesAndMatchesTheGraphAsWritten) {
+  forEachSpelling(
+      kFile, 12,
+      [](Graph& g) {
+        PassContext ctx;
+        runCanonicalize(g, ctx);
+        runFuseAttention(g, ctx);
+      },
+      [](const std::string&, const Graph& g) { EXPECT_EQ(count(g, {OpKind::FusedAttention}), 1); });
+}
+
 TEST(FuseNormsSpellings, EachFusesAndMatchesTheGraphAsWritten) {
-  const std::vector<std::string> graphs = compileModelFile(kNormsFile).graph_names;
-  ASSERT_GE(graphs.size(), 9u);
-  for (const std::string& name : graphs) {
-    SCOPED_TRACE(name);
-    ModelOptions o;
-    o.graph = name;
-    CompiledModel written = compileModelFile(kNormsFile, o);
-    CompiledModel fused = compileModelFile(kNormsFile, o);
-    PassContext ctx;
-    runFuseNorms(*fused.graph, ctx);
-    ASSERT_TRUE(verifyGraph(*fused.graph).empty());
-    const bool near = name.starts_with("near_");
-    EXPECT_EQ(count(*fused.graph, {OpKind::LayerNorm, OpKind::RmsNorm}), near ? 0 : 1);
-    EXPECT_EQ(count(*fused.graph, {OpKind::Rsqrt, OpKind::Sqrt}), near ? 1 : 0);
-    expectSameOutputs(*written.graph, *fused.graph);
-  }
+  forEachSpelling(
+      kNormsFile, 9,
+      [](Graph& g) {
+        PassContext ctx;
+        runFuseNorms(g, ctx);
+      },
+      [](const std::string& name, const Graph& g) {
+        const bool near = name.starts_with("near_");
+        EXPECT_EQ(count(g, {OpKind::LayerNorm, OpKind::RmsNorm}), near ? 0 : 1);
+        EXPECT_EQ(count(g, {OpKind::Rsqrt, OpKind::Sqrt}), near ? 1 : 0);
+      });
 }
 
 }  // namespace
