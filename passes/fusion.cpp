@@ -22,6 +22,7 @@ void runForwardFusions(Graph& g) {
   if (!forwardFusionsEnabled()) return;
   PassContext ctx;
   runFuseNorms(g, ctx);
+  runFuseActivations(g, ctx);
   runFuseAttention(g, ctx);
   runFuseCrossEntropy(g, ctx);
 }

@@ -7,8 +7,9 @@
 
 namespace tgc {
 
-// Runs the forward fusions in order: fuse-norms (passes/fuse_norms.cpp), fuse-attention
-// (passes/fuse_attention.cpp), fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
+// Runs the forward fusions in order: fuse-norms (passes/fuse_norms.cpp), fuse-activations
+// (passes/fuse_activations.cpp), fuse-attention (passes/fuse_attention.cpp),
+// fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
 // buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
 // (where a training step's forward is already differentiated it finds nothing: the
 // intermediates it would fuse are read by the backward). Nothing runs unless

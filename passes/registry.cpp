@@ -39,6 +39,10 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "LayerNorm and RMSNorm written out (mean, variance, rsqrt, * gamma, + beta) -> "
       "layer_norm and rms_norm (before autodiff)",
       runFuseNorms);
+  add("fuse-activations",
+      "GELU written out (0.5 x (1 + erf(x / sqrt 2)) or its tanh form, in any spelling that "
+      "computes it) -> gelu, which GEMM epilogues fold (before autodiff)",
+      runFuseActivations);
   add("fuse-ffn",
       "ReLU -> dropout: the ReLU gradient tests the dropout's output D > 0 instead of the "
       "ReLU input and the keep mask, so only D is saved (after autodiff)",

@@ -1,5 +1,5 @@
-// The spellings of attention in tests/lit/passes/fuse-attention-spellings.tg and of the norms
-// in fuse-norms-spellings.tg (whose RUN lines check what each fuses into): each graph, after
+// The spellings of attention in tests/lit/passes/fuse-attention-spellings.tg, of the norms in
+// fuse-norms-spellings.tg and of GELU in fuse-activations-spellings.tg (whose RUN lines check what each fuses into): each graph, after
 // its passes, gives the outputs of the graph as written on the interpreter, on random inputs
 // (bool masks random with the first key always allowed, so that no row is fully masked).
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@ namespace {
 
 const char* kFile = TGC_SOURCE_DIR "/tests/lit/passes/fuse-attention-spellings.tg";
 const char* kNormsFile = TGC_SOURCE_DIR "/tests/lit/passes/fuse-norms-spellings.tg";
+const char* kActivationsFile = TGC_SOURCE_DIR "/tests/lit/passes/fuse-activations-spellings.tg";
 
 std::map<std::string, Tensor> randomInputs(const Graph& g, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -102,6 +103,20 @@ TEST(FuseNormsSpellings, EachFusesAndMatchesTheGraphAsWritten) {
         const bool near = name.starts_with("near_");
         EXPECT_EQ(count(g, {OpKind::LayerNorm, OpKind::RmsNorm}), near ? 0 : 1);
         EXPECT_EQ(count(g, {OpKind::Rsqrt, OpKind::Sqrt}), near ? 1 : 0);
+      });
+}
+
+TEST(FuseActivationsSpellings, EachFusesAndMatchesTheGraphAsWritten) {
+  forEachSpelling(
+      kActivationsFile, 9,
+      [](Graph& g) {
+        PassContext ctx;
+        runFuseActivations(g, ctx);
+      },
+      [](const std::string& name, const Graph& g) {
+        const bool near = name.starts_with("near_");
+        EXPECT_EQ(count(g, {OpKind::Gelu}), near ? 0 : 1);
+        EXPECT_EQ(count(g, {OpKind::Tanh, OpKind::Erf}), near ? 1 : 0);
       });
 }
 
