@@ -17,6 +17,7 @@
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gradcheck.h"
 #include "runtime/param_store.h"
+#include "support/float_mode.h"
 #include "support/thread_pool.h"
 
 namespace tgc::runtime {
@@ -100,6 +101,8 @@ void Executable::Impl::runInto(const std::vector<void*>& inputPtrs, bool skipSta
 
 void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
                                const std::vector<Tensor*>& results) {
+  // Subnormals flushed to zero, here and in the pool's workers (support/float_mode.h).
+  const FlushSubnormals flush;
   auto* base = static_cast<unsigned char*>(arena.get());
   for (size_t s = 0; s < slots.size(); ++s) {
     const Slot& sl = slots[s];

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "support/cpu_relax.h"
+#include "support/float_mode.h"
 
 namespace tgc {
 
@@ -147,7 +148,11 @@ void ThreadPool::workerLoop(int index) {
     spinThenWait(generation_, [seen](uint64_t g) { return g != seen; });
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
-    if (index < jobTasks_) runChunk(index);
+    if (index < jobTasks_) {
+      // The submitter's floating-point mode (support/float_mode.h), for this job.
+      if (floatMode() != jobMode_) setFloatMode(jobMode_);
+      runChunk(index);
+    }
     // Every worker acknowledges every job, so none can read the next job's fields
     // while it still handles this one.
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
@@ -163,6 +168,7 @@ void ThreadPool::runOnThreads(int tasks, const std::function<void(int)>& fn) {
   std::lock_guard submit(submitMutex_);
   job_ = &fn;
   jobTasks_ = tasks;
+  jobMode_ = floatMode();
   error_ = nullptr;
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);

@@ -63,7 +63,8 @@ class ThreadPool {
 
   // Runs fn(t) for t = 0..tasks-1 (tasks is capped at numThreads()), one task per thread,
   // for work that splits itself. Tasks must not wait for each other: a nested call runs
-  // them one after another.
+  // them one after another. Every task runs in the calling thread's floating-point mode
+  // (support/float_mode.h: subnormals flushed or not).
   void runOnThreads(int tasks, const std::function<void(int)>& fn);
 
   // Whether runOnThreads(tasks, ...) called from this thread runs its tasks at the same
@@ -81,6 +82,7 @@ class ThreadPool {
   // The current job, published by bumping generation_.
   const std::function<void(int)>* job_ = nullptr;
   int jobTasks_ = 0;
+  uint32_t jobMode_ = 0;  // the submitting thread's floating-point mode (support/float_mode.h)
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};  // chunks of the current job not yet finished
   std::atomic<bool> stop_{false};

@@ -3,8 +3,10 @@
 // in place, and the kernel cache.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
+#include "ir/interpreter.h"
 #include "ir/parser.h"
 #include "runtime/executable.h"
 #include "runtime/param_store.h"
@@ -98,6 +100,40 @@ TEST(ExecGraph, MissingAndMistypedInputsAreErrors) {
   in = testing::randomInputs(*g, 1);
   in.insert_or_assign("b1", Tensor(TensorType{DType::f32, {161}}));
   EXPECT_THROW(exe->run(in), std::invalid_argument);
+}
+
+// Subnormals are flushed to zero in compiled CPU graphs (support/float_mode.h), in the
+// generated kernels and in the GEMMs on every thread; the interpreter keeps them.
+TEST(ExecGraph, SubnormalsAreFlushedToZero) {
+  if (std::getenv("TGC_KEEP_SUBNORMALS")) GTEST_SKIP() << "TGC_KEEP_SUBNORMALS is set";
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "flushing is x86-64's MXCSR";
+#endif
+  auto g = parseGraph(R"(graph @tiny {
+  %a = input() : f32[64,64]
+  %b = input() : f32[64,64]
+  %p = mul(%a, %b) : f32[64,64]
+  %m = matmul(%a, %b) : f32[64,64]
+  return %p, %m
+}
+)");
+  Tensor a(TensorType{DType::f32, {64, 64}}), b(TensorType{DType::f32, {64, 64}});
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    a.setF(i, 1e-20);
+    b.setF(i, 1e-20);  // each product 1e-40: subnormal in f32
+  }
+  const std::map<std::string, Tensor> in{{"a", a}, {"b", b}};
+  const auto want = Interpreter().run(*g, in);
+  EXPECT_GT(want[0].getF(0), 0.0);
+  for (int threads : {1, 2}) {
+    auto opts = testing::testExecOptions();
+    opts.numThreads = threads;
+    const auto got = Executable::compile(*g, opts)->run(in);
+    for (int64_t i = 0; i < 64 * 64; ++i) {
+      ASSERT_EQ(got[0].getF(i), 0.0) << i;
+      ASSERT_EQ(got[1].getF(i), 0.0) << i;
+    }
+  }
 }
 
 // ---- the stateful mode --------------------------------------------------------------------
