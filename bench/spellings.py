@@ -10,6 +10,11 @@ spellings' rounds alternate, and each figure is the median of --rounds rounds. T
 step with the forward fusions off (TGC_FORWARD_FUSIONS=0: softmax, no fused_attention)
 gives the saved memory an unfused step would keep.
 
+The PyTorch twin (the same model, written as a PyTorch user writes it: RMSNorm and ALiBi by
+hand, a -1e9 mask, AdamW) runs the same steps eager and under torch.compile, timed the same
+way (torch.compile's compile time apart), with the bytes its autograd saves counted by
+saved_tensors_hooks. Without torch that part is skipped, and the script says so.
+
     python3 bench/spellings.py --tgc build/tools/tgc                 # L 64, 256, 1024
     python3 bench/spellings.py --tgc build/tools/tgc --lengths 64 --rounds 1   # smoke run
 
@@ -61,6 +66,96 @@ def time_step(a, path):
     return float(m.group(1))
 
 
+def torch_twin(a, length):
+    """The PyTorch model's step at L: median ms eager and compiled, compile seconds, saved MiB."""
+    import math
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    d, heads, d_ff, layers, pad = 256, 4, 1024, 4, 0
+    dh = d // heads
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.g1 = torch.nn.Parameter(torch.ones(d))
+            self.g2 = torch.nn.Parameter(torch.ones(d))
+            self.wq, self.wk, self.wv, self.wo = (torch.nn.Linear(d, d, bias=False) for _ in range(4))
+            self.up, self.down = torch.nn.Linear(d, d_ff), torch.nn.Linear(d_ff, d)
+
+        @staticmethod
+        def norm(x, g):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g
+
+        def forward(self, x, bias, allowed):
+            B, T, _ = x.shape
+            n = self.norm(x, self.g1)
+            q, k, v = (w(n).view(B, T, heads, dh).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(dh) + bias
+            s = s.masked_fill(~allowed, -1e9)
+            o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
+            x = x + self.wo(o)
+            return x + self.down(F.gelu(self.up(self.norm(x, self.g2))))
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(a.vocab, d, padding_idx=pad)
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(layers))
+            self.g_out = torch.nn.Parameter(torch.ones(d))
+
+        def forward(self, tokens, targets):
+            T = tokens.shape[1]
+            i = torch.arange(T)
+            allowed = (i[None, :] <= i[:, None])[None, None]
+            slopes = torch.exp((torch.arange(heads) + 1.0) * (-8.0 / heads * math.log(2.0)))
+            bias = slopes.view(1, heads, 1, 1) * (i[None, :] - i[:, None]).float()[None, None]
+            x = self.embed(tokens)
+            for b in self.blocks:
+                x = b(x, bias, allowed)
+            logits = Block.norm(x, self.g_out) @ self.embed.weight.t()
+            return F.cross_entropy(logits.view(-1, a.vocab), targets.view(-1), ignore_index=pad)
+
+    B = a.tokens // length
+    tokens = torch.randint(1, a.vocab, (B, length))
+    targets = torch.randint(1, a.vocab, (B, length))
+    out = {}
+    for mode in ("eager", "compile"):
+        model = LM()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        fn = torch.compile(model) if mode == "compile" else model
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = fn(tokens, targets)
+            loss.backward()
+            opt.step()
+
+        t0 = time.perf_counter()
+        step()  # warm-up (and the compile)
+        out[f"{mode}_first_s"] = time.perf_counter() - t0
+        times = []
+        for _ in range(a.rounds * a.repeat):
+            t0 = time.perf_counter()
+            step()
+            times.append(1000 * (time.perf_counter() - t0))
+        out[f"{mode}_ms"] = statistics.median(times)
+        if mode == "eager":  # the bytes autograd keeps for the backward, each storage once
+            seen = {}
+
+            def pack(t):
+                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = model(tokens, targets)
+            del loss
+            params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+            out["saved_mib"] = sum(v for k, v in seen.items() if k not in params) / 2**20
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tgc", default=os.environ.get("TGC_EXE", os.path.join(REPO, "build", "tools", "tgc")))
@@ -71,7 +166,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3, help="steps per tgc run (the median is taken)")
     ap.add_argument("--out", default="spellings.json")
+    ap.add_argument("--no-torch", action="store_true", help="tgc only")
     a = ap.parse_args()
+    have_torch = False
+    if not a.no_torch:
+        try:
+            import torch  # noqa: F401
+            have_torch = True
+        except ImportError:
+            print("torch is not installed (pip install torch): the PyTorch twin is skipped", flush=True)
     if not os.path.exists(a.tgc):
         sys.exit(f"error: no tgc executable at {a.tgc} (--tgc or $TGC_EXE)")
     work = tempfile.mkdtemp(prefix="tgc_spellings_")
@@ -104,6 +207,11 @@ def main():
         print(f"L {length:5d} (B {a.tokens // length:3d}): step by hand {med['by_hand']:8.1f} ms, builtins "
               f"{med['builtins']:8.1f} ms, ratio {r['ratio']:.3f}; saved {saved['by_hand']:.1f} MiB "
               f"(builtins {saved['builtins']:.1f}, forward fusions off {unfused:.1f})", flush=True)
+        if have_torch:
+            t = r["torch"] = torch_twin(a, length)
+            print(f"          PyTorch: eager {t['eager_ms']:8.1f} ms (tgc / eager {med['by_hand'] / t['eager_ms']:.2f}), "
+                  f"torch.compile {t['compile_ms']:8.1f} ms (tgc / compile {med['by_hand'] / t['compile_ms']:.2f}, "
+                  f"first step {t['compile_first_s']:.0f} s); eager saves {t['saved_mib']:.1f} MiB", flush=True)
     with open(a.out, "w") as f:
         json.dump(results, f, indent=1)
     print(f"wrote {a.out}")

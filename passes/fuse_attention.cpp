@@ -40,8 +40,9 @@
 //   same elements with the same factor.
 // - a bias added after a finite mask penalty (where(m, s, -1e9) + B) leaves the masked
 //   scores masked, as if the penalty were -inf, however large B is.
-// - a 0/1 float mask is recognized only when the graph shows it is 0/1 (a cast of a bool, a
-//   where between constants); a float input could hold other values, so it is left alone.
+// - a 0/1 float mask is recognized as a mask only when the graph shows it is 0/1 (a cast of
+//   a bool, a where between constants); a float input could hold other values, so a penalty
+//   made from one is an additive bias instead, which is exact.
 // Nodes only the rewritten pattern used (the scores, a mask tensor now replaced by causal=true)
 // are removed; other dead code is dce's.
 //
