@@ -276,17 +276,35 @@ namespace {
 // One pass over a row's d elements of x: body(value, j, flat index, pre) gives the statements
 // for element j (pre collects the loads it needs).
 using RowBody = std::function<Stmts(ExprP value, ExprP j, ExprP o, Stmts& pre)>;
-using RowPass = std::function<kir::StmtP(const RowBody&)>;
 
-// A norm over the last axis of the anchor's operand 0: one task per row, whose statements
-// row(pass) builds from vector passes over the row; extra is the per-element cost beyond
+// What a norm over the last axis of the anchor's operand 0 builds one row from.
+struct RowNorm {
+  std::function<kir::StmtP(const RowBody&)> pass;  // a vector pass over the row
+  DType ot, ct;    // the result's dtype and the compute dtype
+  int ob;          // the output buffer
+  int64_t d;       // the row's length
+  double eps;
+  ExprP cf(double v) const { return kir::constFloat(v, ct); }
+  // inv = 1 / sqrt(sum / d + eps): the row's inverse standard deviation or root mean square.
+  kir::StmtP inverseRoot(Ctx& c, int inv, int sum) const {
+    ExprP mean = bin(BinaryOp::Div, c.var(sum), cf(static_cast<double>(d)));
+    return kir::assign(inv, bin(BinaryOp::Div, cf(1),
+                                kir::unary(UnaryOp::Sqrt, bin(BinaryOp::Add, mean, cf(eps)))));
+  }
+  kir::StmtP store(ExprP o, ExprP y) const { return kir::store(ob, o, kir::cast(y, ot)); }
+};
+
+// One task per row, whose statements row(norm) builds; extra is the per-element cost beyond
 // the fused chain's.
-void lowerRowNorm(Ctx& c, int64_t extra, const std::function<Stmts(const RowPass&)>& row) {
-  const Value* x = c.anchor().operand(0);
+void lowerRowNorm(Ctx& c, int64_t extra, const std::function<Stmts(const RowNorm&)>& row) {
+  const Node& n = c.anchor();
+  const Value* x = n.operand(0);
   const Shape& xs = x->type().shape;
   const int64_t d = xs.back();
   Shape rows(xs.begin(), xs.end() - 1);
   if (rows.empty()) rows = {1};
+  const DType ot = n.result()->type().dtype;
+  const int ob = c.outputBuffer(n.result());
   parallelNest(c, rows, LoopKind::Serial, d * (c.opsPerElement() + extra), [&](const Index& ri) {
     Index full(ri.begin(), ri.begin() + static_cast<std::ptrdiff_t>(xs.size() - 1));
     full.push_back(nullptr);
@@ -301,45 +319,35 @@ void lowerRowNorm(Ctx& c, int64_t extra, const std::function<Stmts(const RowPass
         return s;
       });
     };
-    return row(pass);
+    return row(RowNorm{pass, ot, computeType(ot), ob, d, n.attrFloat("eps")});
   });
 }
 
 }  // namespace
 
+// layer_norm: per row, the mean, the sum of squared deviations, then
+// (x - mean) * (1 / sqrt(var + eps)) * gamma + beta.
 void lowerLayerNorm(Ctx& c) {
-  const Node& n = c.anchor();
-  const Value* gamma = n.operand(1);
-  const Value* beta = n.operand(2);
-  const Value* out = n.result();
-  const int64_t d = n.operand(0)->type().shape.back();
-  DType ot = out->type().dtype;
-  DType ct = computeType(ot);
-  int ob = c.outputBuffer(out);
-  auto cf = [&](double v) { return kir::constFloat(v, ct); };
-
-  lowerRowNorm(c, 8, [&](const RowPass& pass) {
-    int sum = c.newVar("sum", ct), mean = c.newVar("mean", ct);
-    int sq = c.newVar("sumsq", ct), inv = c.newVar("inv_std", ct);
-    Stmts s{kir::assign(sum, cf(0))};
-    s.push_back(pass([&](ExprP v, ExprP, ExprP, Stmts&) {
+  const Value* gamma = c.anchor().operand(1);
+  const Value* beta = c.anchor().operand(2);
+  lowerRowNorm(c, 8, [&](const RowNorm& r) {
+    int sum = c.newVar("sum", r.ct), mean = c.newVar("mean", r.ct);
+    int sq = c.newVar("sumsq", r.ct), inv = c.newVar("inv_std", r.ct);
+    Stmts s{kir::assign(sum, r.cf(0))};
+    s.push_back(r.pass([&](ExprP v, ExprP, ExprP, Stmts&) {
       return Stmts{kir::assign(sum, bin(BinaryOp::Add, c.var(sum), v))};
     }));
-    s.push_back(kir::assign(mean, bin(BinaryOp::Div, c.var(sum), cf(static_cast<double>(d)))));
-    s.push_back(kir::assign(sq, cf(0)));
-    s.push_back(pass([&](ExprP v, ExprP, ExprP, Stmts&) {
+    s.push_back(kir::assign(mean, bin(BinaryOp::Div, c.var(sum), r.cf(static_cast<double>(r.d)))));
+    s.push_back(kir::assign(sq, r.cf(0)));
+    s.push_back(r.pass([&](ExprP v, ExprP, ExprP, Stmts&) {
       ExprP dv = bin(BinaryOp::Sub, v, c.var(mean));
       return Stmts{kir::assign(sq, bin(BinaryOp::Add, c.var(sq), bin(BinaryOp::Mul, dv, dv)))};
     }));
-    ExprP var = bin(BinaryOp::Div, c.var(sq), cf(static_cast<double>(d)));
-    s.push_back(kir::assign(
-        inv, bin(BinaryOp::Div, cf(1),
-                 kir::unary(UnaryOp::Sqrt, bin(BinaryOp::Add, var, cf(n.attrFloat("eps")))))));
-    s.push_back(pass([&](ExprP v, ExprP j, ExprP o, Stmts& pre) {
+    s.push_back(r.inverseRoot(c, inv, sq));
+    s.push_back(r.pass([&](ExprP v, ExprP j, ExprP o, Stmts& pre) {
       ExprP y = bin(BinaryOp::Mul, bin(BinaryOp::Mul, bin(BinaryOp::Sub, v, c.var(mean)), c.var(inv)),
                     c.at(gamma, {j}, pre));
-      y = bin(BinaryOp::Add, y, c.at(beta, {j}, pre));
-      return Stmts{kir::store(ob, o, kir::cast(y, ot))};
+      return Stmts{r.store(o, bin(BinaryOp::Add, y, c.at(beta, {j}, pre)))};
     }));
     return s;
   });
@@ -347,28 +355,16 @@ void lowerLayerNorm(Ctx& c) {
 
 // rms_norm: per row, the sum of squares, then x * (1 / sqrt(sumsq / d + eps)) * gamma.
 void lowerRmsNorm(Ctx& c) {
-  const Node& n = c.anchor();
-  const Value* gamma = n.operand(1);
-  const Value* out = n.result();
-  const int64_t d = n.operand(0)->type().shape.back();
-  DType ot = out->type().dtype;
-  DType ct = computeType(ot);
-  int ob = c.outputBuffer(out);
-  auto cf = [&](double v) { return kir::constFloat(v, ct); };
-
-  lowerRowNorm(c, 4, [&](const RowPass& pass) {
-    int sq = c.newVar("sumsq", ct), inv = c.newVar("inv_rms", ct);
-    Stmts s{kir::assign(sq, cf(0))};
-    s.push_back(pass([&](ExprP v, ExprP, ExprP, Stmts&) {
+  const Value* gamma = c.anchor().operand(1);
+  lowerRowNorm(c, 4, [&](const RowNorm& r) {
+    int sq = c.newVar("sumsq", r.ct), inv = c.newVar("inv_rms", r.ct);
+    Stmts s{kir::assign(sq, r.cf(0))};
+    s.push_back(r.pass([&](ExprP v, ExprP, ExprP, Stmts&) {
       return Stmts{kir::assign(sq, bin(BinaryOp::Add, c.var(sq), bin(BinaryOp::Mul, v, v)))};
     }));
-    ExprP meanSq = bin(BinaryOp::Div, c.var(sq), cf(static_cast<double>(d)));
-    s.push_back(kir::assign(
-        inv, bin(BinaryOp::Div, cf(1),
-                 kir::unary(UnaryOp::Sqrt, bin(BinaryOp::Add, meanSq, cf(n.attrFloat("eps")))))));
-    s.push_back(pass([&](ExprP v, ExprP j, ExprP o, Stmts& pre) {
-      ExprP y = bin(BinaryOp::Mul, bin(BinaryOp::Mul, v, c.var(inv)), c.at(gamma, {j}, pre));
-      return Stmts{kir::store(ob, o, kir::cast(y, ot))};
+    s.push_back(r.inverseRoot(c, inv, sq));
+    s.push_back(r.pass([&](ExprP v, ExprP j, ExprP o, Stmts& pre) {
+      return Stmts{r.store(o, bin(BinaryOp::Mul, bin(BinaryOp::Mul, v, c.var(inv)), c.at(gamma, {j}, pre)))};
     }));
     return s;
   });
