@@ -46,11 +46,9 @@ double geluTanh(double x) {
 // A splat constant operand: a constant node (through reshapes and broadcasts).
 bool isSplatConstant(const Value* v) { return splatValue(v).has_value(); }
 
-using Users = std::unordered_map<const Value*, std::vector<Node*>>;
-
 // The cone of x: elementwise nodes of x's type whose operands are x, cone nodes or splat
 // constants, in graph order (`position` gives each node's place in it).
-std::vector<Node*> coneOf(const Value* x, const Users& users,
+std::vector<Node*> coneOf(const Value* x, const Uses& uses,
                           const std::unordered_map<const Node*, size_t>& position) {
   // Everything reachable from x through elementwise users of its type, then filtered in
   // graph order (a node's operands come before it).
@@ -59,9 +57,7 @@ std::vector<Node*> coneOf(const Value* x, const Users& users,
   while (!work.empty()) {
     const Value* v = work.back();
     work.pop_back();
-    auto it = users.find(v);
-    if (it == users.end()) continue;
-    for (Node* u : it->second)
+    for (Node* u : uses.readers(v).value_or(std::set<Node*>{}))
       if (u->info().fusion == FusionKind::Elementwise && u->numResults() == 1 &&
           u->result()->type() == x->type() && reach.insert({position.at(u), u}).second)
         work.push_back(u->result());
@@ -130,22 +126,20 @@ bool agrees(const std::vector<double>& ys, double (*f)(double)) {
 }
 
 // Whether every node of sub but r is used only by nodes of sub (and is no graph output).
-bool selfContained(const Graph& g, const std::vector<Node*>& sub, const Node* r, const Users& users) {
+bool selfContained(const std::vector<Node*>& sub, const Node* r, const Uses& uses) {
   const std::unordered_set<const Node*> inside(sub.begin(), sub.end());
-  const std::unordered_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
   for (const Node* n : sub) {
     if (n == r) continue;
-    if (outputs.count(n->result())) return false;
-    auto it = users.find(n->result());
-    if (it == users.end()) continue;
-    for (const Node* u : it->second)
+    const auto readers = uses.readers(n->result());
+    if (!readers) return false;
+    for (const Node* u : *readers)
       if (!inside.count(u)) return false;
   }
   return true;
 }
 
 bool fuseOne(Graph& g) {
-  const Users users = g.computeUsers();
+  const Uses uses(g);
   std::unordered_map<const Node*, size_t> position;
   std::vector<Value*> candidates;
   for (const auto& n : g.nodes()) {
@@ -154,7 +148,7 @@ bool fuseOne(Graph& g) {
       if (isFloat(n->result(i)->type().dtype) && n->op() != OpKind::Constant) candidates.push_back(n->result(i));
   }
   for (Value* x : candidates) {
-    const std::vector<Node*> cone = coneOf(x, users, position);
+    const std::vector<Node*> cone = coneOf(x, uses, position);
     bool transcendental = false;
     for (const Node* n : cone) transcendental = transcendental || n->op() == OpKind::Tanh || n->op() == OpKind::Erf;
     if (!transcendental) continue;
@@ -163,7 +157,7 @@ bool fuseOne(Graph& g) {
       const std::vector<Node*> sub = below(cone, r);
       bool has = false;
       for (const Node* n : sub) has = has || n->op() == OpKind::Tanh || n->op() == OpKind::Erf;
-      if (!has || sub.size() < 4 || !selfContained(g, sub, r, users)) continue;
+      if (!has || sub.size() < 4 || !selfContained(sub, r, uses)) continue;
       const auto ys = evaluate(sub, x);
       if (!ys) continue;
       const char* form = agrees(*ys, geluErf) ? "none" : agrees(*ys, geluTanh) ? "tanh" : nullptr;

@@ -70,22 +70,6 @@
 namespace tgc {
 namespace {
 
-class Uses {
- public:
-  explicit Uses(const Graph& g)
-      : users_(g.computeUsers()), outputs_(g.outputs().begin(), g.outputs().end()) {}
-  // v is read by exactly one operand of one node and is not a graph output.
-  bool single(const Value* v) const {
-    auto it = users_.find(v);
-    return it != users_.end() && it->second.size() == 1 && !outputs_.count(v);
-  }
-  Node* soleUser(const Value* v) const { return single(v) ? users_.at(v)[0] : nullptr; }
-
- private:
-  std::unordered_map<const Value*, std::vector<Node*>> users_;
-  std::unordered_set<const Value*> outputs_;
-};
-
 // q, k or v as the fused op needs it: `base`, transposed by `perm` when it is not empty.
 struct Operand {
   Value* base = nullptr;

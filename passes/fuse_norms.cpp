@@ -27,26 +27,6 @@
 namespace tgc {
 namespace {
 
-class Uses {
- public:
-  explicit Uses(const Graph& g) : users_(g.computeUsers()), outputs_(g.outputs().begin(), g.outputs().end()) {}
-  // The distinct nodes that read v; empty when v is also a graph output (it must stay).
-  std::set<Node*> of(const Value* v) const {
-    if (outputs_.count(v)) return {nullptr};
-    auto it = users_.find(v);
-    if (it == users_.end()) return {};
-    return std::set<Node*>(it->second.begin(), it->second.end());
-  }
-  Node* sole(const Value* v) const {
-    const auto u = of(v);
-    return u.size() == 1 ? *u.begin() : nullptr;
-  }
-
- private:
-  std::unordered_map<const Value*, std::vector<Node*>> users_;
-  std::unordered_set<const Value*> outputs_;
-};
-
 // reduce_mean over the last axis with keepdims: its operand.
 Value* lastAxisMean(const Value* v) {
   const Node& n = *v->def();
@@ -95,7 +75,7 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
     for (size_t side : {0u, 1u}) {
       Node& f = *n.operand(side)->def();
       if (f.op() == OpKind::Rsqrt && n.operand(1 - side)->type() == t) {
-        if (uses.sole(f.result()) != &n) return std::nullopt;
+        if (uses.soleUser(f.result()) != &n) return std::nullopt;
         d = n.operand(1 - side);
         factor = &f;
         break;
@@ -103,13 +83,13 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
     }
   } else if (n.op() == OpKind::Div) {
     Node& f = *n.operand(1)->def();
-    if (f.op() == OpKind::Sqrt && n.operand(0)->type() == t && uses.sole(f.result()) == &n) {
+    if (f.op() == OpKind::Sqrt && n.operand(0)->type() == t && uses.soleUser(f.result()) == &n) {
       d = n.operand(0);
       factor = &f;
     }
   }
   if (factor) factorIn = factor->operand(0);
-  if (!d || uses.sole(factorIn) == nullptr) return std::nullopt;
+  if (!d || uses.soleUser(factorIn) != factor) return std::nullopt;
   // v + eps
   Node& plus = *factorIn->def();
   if (plus.op() != OpKind::Add) return std::nullopt;
@@ -120,10 +100,10 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
       v = plus.operand(side);
       eps = c;
     }
-  if (!v || !eps || !(*eps >= 0) || !std::isfinite(*eps) || uses.sole(v) != &plus) return std::nullopt;
+  if (!v || !eps || !(*eps >= 0) || !std::isfinite(*eps) || uses.soleUser(v) != &plus) return std::nullopt;
   // v = mean(d * d) over the last axis
   Value* sq = lastAxisMean(v);
-  if (!sq || uses.sole(sq) != v->def()) return std::nullopt;
+  if (!sq || uses.soleUser(sq) != v->def()) return std::nullopt;
   Node& square = *sq->def();
   if (square.op() != OpKind::Mul || square.operand(0) != d || square.operand(1) != d) return std::nullopt;
 
@@ -133,8 +113,8 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
   Node& dn = *d->def();
   if (dn.op() == OpKind::Sub && dn.operand(0)->type() == t) {
     Value* mu = dn.operand(1);
-    if (lastAxisMean(mu) == dn.operand(0) && uses.sole(mu) == &dn &&
-        uses.of(d) == std::set<Node*>{&square, &n}) {
+    if (lastAxisMean(mu) == dn.operand(0) && uses.soleUser(mu) == &dn &&
+        uses.readers(d) == std::set<Node*>{&square, &n}) {
       m.layer = true;
       m.x = dn.operand(0);
       m.chain = {mu->def(), &dn};
@@ -143,7 +123,7 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
   m.chain.insert(m.chain.end(), {&square, v->def(), &plus, factor});
   m.last = &n;
   // * gamma
-  if (Node* mul = uses.sole(n.result()); mul && mul->result()->type() == t) {
+  if (Node* mul = uses.soleUser(n.result()); mul && mul->result()->type() == t) {
     Value* g = other(*mul, OpKind::Mul, n.result());
     if (g && g != n.result() && perFeature(g, t)) {
       m.gamma = g;
@@ -153,7 +133,7 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
   }
   // + beta (LayerNorm)
   if (m.layer)
-    if (Node* add = uses.sole(m.last->result()); add && add->result()->type() == t) {
+    if (Node* add = uses.soleUser(m.last->result()); add && add->result()->type() == t) {
       Value* b = other(*add, OpKind::Add, m.last->result());
       if (b && b != m.last->result() && perFeature(b, t)) {
         m.beta = b;

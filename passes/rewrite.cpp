@@ -4,6 +4,20 @@
 
 namespace tgc {
 
+Uses::Uses(const Graph& g) : users_(g.computeUsers()), outputs_(g.outputs().begin(), g.outputs().end()) {}
+
+bool Uses::single(const Value* v) const {
+  auto it = users_.find(v);
+  return it != users_.end() && it->second.size() == 1 && !outputs_.count(v);
+}
+
+std::optional<std::set<Node*>> Uses::readers(const Value* v) const {
+  if (outputs_.count(v)) return std::nullopt;
+  auto it = users_.find(v);
+  if (it == users_.end()) return std::set<Node*>{};
+  return std::set<Node*>(it->second.begin(), it->second.end());
+}
+
 std::vector<Node*> nodeSnapshot(const Graph& g) {
   std::vector<Node*> nodes;
   nodes.reserve(g.size());
