@@ -16,6 +16,7 @@
 #include "runtime/executable_impl.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gradcheck.h"
+#include "runtime/graph_walk.h"
 #include "runtime/param_store.h"
 #include "support/float_mode.h"
 #include "support/thread_pool.h"
@@ -188,18 +189,6 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;
 
-namespace {
-
-void checkType(const std::string& name, const TensorType& want, const Tensor& got,
-               const char* where) {
-  if (got.type() != want)
-    throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but {} holds {}",
-                                            name, want.str(), where, got.type().str()));
-}
-
-
-}  // namespace
-
 std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> out;
   run(inputs, out);
@@ -219,7 +208,7 @@ void Executable::run(const std::map<std::string, Tensor>& inputs, std::vector<Te
       ptrs.push_back(nullptr);
       continue;
     }
-    checkType(in.name, in.type, it->second, "the given tensor");
+    checkInputType(in.name, in.type, it->second, "the given tensor");
     ptrs.push_back(const_cast<void*>(it->second.data()));  // kernels only read inputs
   }
   if (!missing.empty())
@@ -252,7 +241,7 @@ void Executable::runStep(ParamStore& store, const std::map<std::string, Tensor>&
         continue;
       }
       Tensor& t = store.at(in.name);
-      checkType(in.name, in.type, t, "the parameter store");
+      checkInputType(in.name, in.type, t, "the parameter store");
       ptrs.push_back(t.data());
       continue;
     }
@@ -262,7 +251,7 @@ void Executable::runStep(ParamStore& store, const std::map<std::string, Tensor>&
       ptrs.push_back(nullptr);
       continue;
     }
-    checkType(in.name, in.type, it->second, "the batch");
+    checkInputType(in.name, in.type, it->second, "the batch");
     ptrs.push_back(const_cast<void*>(it->second.data()));
   }
   if (!missing.empty())

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "codegen/fusion_groups.h"
 #include "codegen/lower.h"
 #include "ir/interpreter.h"
@@ -33,6 +35,13 @@ const Value* viewedValue(const Node& n) {
     throw IRError(fmt::format("{}: a view must keep the dtype and element count",
                               describeNode(n)));
   return from;
+}
+
+void checkInputType(const std::string& name, const TensorType& want, const Tensor& got,
+                    const char* where) {
+  if (got.type() != want)
+    throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but {} holds {}",
+                                            name, want.str(), where, got.type().str()));
 }
 
 }  // namespace tgc::runtime

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -26,5 +27,11 @@ std::vector<Tensor> sourceValues(const Node& source);
 // A View node: the value whose memory it reads as is. Throws IRError when the view would
 // change the dtype or the element count.
 const Value* viewedValue(const Node& view);
+
+// A tensor given for graph input `name`, which declares `want`; `where` says where it came
+// from ("the given tensor", "the parameter store", ...). Throws std::invalid_argument naming
+// the input and both types when they differ.
+void checkInputType(const std::string& name, const TensorType& want, const Tensor& got,
+                    const char* where);
 
 }  // namespace tgc::runtime

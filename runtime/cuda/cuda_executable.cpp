@@ -92,13 +92,6 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void checkType(const std::string& name, const TensorType& want, const Tensor& got,
-               const char* where) {
-  if (got.type() != want)
-    throw std::invalid_argument(fmt::format("input %{}: the graph declares {} but {} holds {}",
-                                            name, want.str(), where, got.type().str()));
-}
-
 }  // namespace
 
 CudaExecOptions CudaExecOptions::fromEnv() {
@@ -429,7 +422,7 @@ std::vector<const Tensor*> CudaExecutable::Impl::gather(
       missing.push_back("%" + in.name);
       given.push_back(nullptr);
     } else {
-      checkType(in.name, in.type, it->second, where);
+      checkInputType(in.name, in.type, it->second, where);
       given.push_back(&it->second);
     }
   }
@@ -522,7 +515,7 @@ void CudaExecutable::loadState(const ParamStore& store) {
       missing.push_back("%" + in.name);
       continue;
     }
-    checkType(in.name, in.type, store.at(in.name), "the parameter store");
+    checkInputType(in.name, in.type, store.at(in.name), "the parameter store");
   }
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("state missing from the store: {}",
