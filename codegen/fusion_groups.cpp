@@ -39,7 +39,8 @@ Inside insideCost(OpKind op) {
     case OpKind::Concat: case OpKind::Gather:
       return Inside::Cheap;
     case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf:
-    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::Pow: case OpKind::PhiloxUniform:
+    case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Gelu: case OpKind::Pow:
+    case OpKind::PhiloxUniform:
       return Inside::Costly;
   }
   return Inside::Never;
@@ -65,7 +66,7 @@ double operandEvals(const Node& user, size_t i, double evals, bool last) {
     case OpKind::Input: case OpKind::Constant: case OpKind::MatMul: case OpKind::Reshape:
     case OpKind::Iota: case OpKind::PhiloxUniform: case OpKind::Neg: case OpKind::Abs:
     case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Rsqrt:
-    case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Relu:
+    case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Relu:
     case OpKind::Gelu: case OpKind::LogicalNot: case OpKind::Cast: case OpKind::Add:
     case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
     case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq: case OpKind::Ne:

@@ -29,12 +29,14 @@ std::string GemmEpilogue::tag() const {
     case GemmActivation::relu: add("relu"); break;
     case GemmActivation::gelu: add("gelu"); break;
     case GemmActivation::geluTanh: add("gelutanh"); break;
+    case GemmActivation::silu: add("silu"); break;
   }
   if (scale != 1.0) add("s");
   switch (mask) {
     case GemmMask::none: break;
     case GemmMask::positive: add("mpos"); break;
     case GemmMask::nonzero: add("mnz"); break;
+    case GemmMask::multiply: add("mmul"); break;
   }
   return t.empty() ? "id" : t;
 }
@@ -42,9 +44,9 @@ std::string GemmEpilogue::tag() const {
 int GemmEpilogue::variant() const {
   int v = bias ? 1 : 0;
   v = v * 2 + (addend ? 1 : 0);
-  v = v * 4 + static_cast<int>(activation);
+  v = v * 5 + static_cast<int>(activation);
   v = v * 2 + (scale != 1.0 ? 1 : 0);
-  v = v * 3 + static_cast<int>(mask);
+  v = v * 4 + static_cast<int>(mask);
   return v;
 }
 
@@ -73,6 +75,8 @@ class Stages {
         llvm::Value* inner = tanh(b_.CreateFMul(c(0.7978845608028654), arg));
         return b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFAdd(c(1), inner));
       }
+      case GemmActivation::silu:  // x / (1 + e^-x)
+        return b_.CreateFDiv(x, b_.CreateFAdd(c(1), exp(b_.CreateFNeg(x))));
     }
     throw std::logic_error("gemm epilogue: unknown activation");
   }
@@ -81,6 +85,7 @@ class Stages {
   bool f32() const { return t_->isFloatTy(); }
   llvm::Value* erf(llvm::Value* x) { return f32() ? math::erfF32(b_, x) : libm("erf", x); }
   llvm::Value* tanh(llvm::Value* x) { return f32() ? math::tanhF32(b_, x) : libm("tanh", x); }
+  llvm::Value* exp(llvm::Value* x) { return f32() ? math::expF32(b_, x) : libm("exp", x); }
   llvm::Value* libm(const char* name, llvm::Value* x) {
     auto callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(t_, {t_}, false));
     if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
@@ -169,6 +174,7 @@ llvm::Function* emitGemmEpilogue(llvm::Module& module, const GemmEpilogue& epi, 
       v = b.CreateSelect(b.CreateICmpNE(m, b.getInt8(0)), v, st.c(0));
       break;
     }
+    case GemmMask::multiply: v = b.CreateFMul(v, b.CreateLoad(t, at(t, mask, ldMask))); break;
   }
   b.CreateStore(v, cp);
   auto* jNext = b.CreateAdd(j, b.getInt64(1), "j.next", true, true);
@@ -188,8 +194,8 @@ llvm::Function* emitGemmEpilogue(llvm::Module& module, const GemmEpilogue& epi, 
   auto* loopId = llvm::MDNode::getDistinct(ctx, loopMd);
   loopId->replaceOperandWith(0, loopId);
   // (f64 erf and tanh are libm calls, which keep the loop scalar: no request to warn about.)
-  const bool libmCalls = dtype == DType::f64 && (epi.activation == GemmActivation::gelu ||
-                                                 epi.activation == GemmActivation::geluTanh);
+  const bool libmCalls = dtype == DType::f64 && epi.activation != GemmActivation::none &&
+                         epi.activation != GemmActivation::relu;
   if (!libmCalls) back->setMetadata(llvm::LLVMContext::MD_loop, loopId);
   j->addIncoming(zero, rowBB);
   j->addIncoming(jNext, colBB);

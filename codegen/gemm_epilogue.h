@@ -9,13 +9,16 @@
 //                                                 and batch item
 //   v = v + addend(i, j)                          addend: m x n with its own leading dim and
 //                                                 batch strides (a residual, a gradient sum)
-//   v = act(v)                                    relu, gelu (erf) or gelu (tanh), exactly
-//                                                 as the interpreter defines them
+//   v = act(v)                                    relu, gelu (erf), gelu (tanh) or silu,
+//                                                 exactly as the interpreter defines them
 //   v = v * scale
 //   v = keep(i, j) ? v : 0                        mask: m x n with its own layout; keep is
 //                                                 mask > 0 (a value of C's dtype, e.g. the
 //                                                 ReLU output H for dH * (H > 0)) or
 //                                                 mask != 0 (a bool byte)
+//   v = v * gate(i, j)                            or, in the mask's place, a product with
+//                                                 an m x n operand of C's dtype (SwiGLU's
+//                                                 up projection times silu(gate))
 //
 // Each combination of stages is one small loop nest generated as LLVM IR (vectorized by
 // LLVM's O3 loop vectorizer; f32 erf and tanh inline from codegen/llvm_math.h, f64 from
@@ -36,11 +39,12 @@ class Module;
 
 namespace tgc::codegen {
 
-enum class GemmActivation { none, relu, gelu, geluTanh };
+enum class GemmActivation { none, relu, gelu, geluTanh, silu };
 enum class GemmMask {
   none,
   positive,  // keep where mask(i, j) > 0; mask has C's dtype (NaN is not kept)
   nonzero,   // keep where the bool byte mask(i, j) != 0
+  multiply,  // v * mask(i, j); mask has C's dtype
 };
 
 struct GemmEpilogue {
@@ -63,7 +67,7 @@ struct GemmEpilogue {
   std::string tag() const;
   // Index of this stage combination in [0, kVariants).
   int variant() const;
-  static constexpr int kVariants = 2 * 2 * 4 * 2 * 3;
+  static constexpr int kVariants = 2 * 2 * 5 * 2 * 4;
 };
 
 // The epilogue's operands for one GEMM call (null where the stage is absent); the addend

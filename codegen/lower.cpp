@@ -27,7 +27,7 @@ NodeExecution classify(const Node& node) {
     case OpKind::Iota: case OpKind::PhiloxUniform:
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
-    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+    case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
     case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
     case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
     case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
@@ -49,7 +49,7 @@ bool isElementwise(OpKind op) {
   switch (op) {
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
-    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+    case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
     case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
     case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
     case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
@@ -263,7 +263,7 @@ LoweredKernel lowerGroup(const FusionGroup& fg) {
       case OpKind::Iota: case OpKind::PhiloxUniform:
       case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
       case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
-      case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+      case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
       case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
       case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
       case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:

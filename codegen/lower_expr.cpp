@@ -241,7 +241,7 @@ ExprP Ctx::compute(const Node& n, const Index& idx, Stmts& pre) {
 
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:
-    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
+    case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Relu: case OpKind::Gelu: case OpKind::LogicalNot:
     case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
     case OpKind::Pow: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq:
     case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
@@ -329,6 +329,10 @@ ExprP Ctx::elementwise(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::Sigmoid:
       return bin(BinaryOp::Div, c(1, ct),
                  bin(BinaryOp::Add, c(1, ct), un(UnaryOp::Exp, un(UnaryOp::Neg, a(0)))));
+    case OpKind::Silu: {  // x / (1 + e^-x), as the interpreter computes it
+      ExprP x = a(0);
+      return bin(BinaryOp::Div, x, bin(BinaryOp::Add, c(1, ct), un(UnaryOp::Exp, un(UnaryOp::Neg, x))));
+    }
     case OpKind::Relu: {
       ExprP x = a(0);  // NaN fails x <= 0 and stays; -0 becomes +0
       return kir::select(bin(BinaryOp::Le, x, c(0, ct)), c(0, ct), x);
@@ -521,7 +525,7 @@ int64_t Ctx::opsPerElement() const {
   for (const Node* n : group_) {
     OpKind op = n->op();
     bool heavy = op == OpKind::Exp || op == OpKind::Log || op == OpKind::Tanh ||
-                 op == OpKind::Erf || op == OpKind::Sigmoid || op == OpKind::Gelu ||
+                 op == OpKind::Erf || op == OpKind::Sigmoid || op == OpKind::Silu || op == OpKind::Gelu ||
                  op == OpKind::Pow || op == OpKind::Softmax || op == OpKind::LogSoftmax;
     ops += op == OpKind::PhiloxUniform ? 100 : heavy ? 20 : 2;
   }

@@ -39,6 +39,7 @@ std::optional<double> foldUnary(OpKind k, double x) {
     case OpKind::Tanh: return std::tanh(x);
     case OpKind::Erf: return std::erf(x);
     case OpKind::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case OpKind::Silu: return x / (1.0 + std::exp(-x));
     case OpKind::Relu: return x > 0 ? x : 0.0;
     default: return std::nullopt;
   }

@@ -559,6 +559,8 @@ void compute(const Node& n, const Operands& in, std::vector<Tensor>& outs) {
     case OpKind::Erf: return unaryFloat(*in[0], out, [](double x) { return std::erf(x); });
     case OpKind::Sigmoid:
       return unaryFloat(*in[0], out, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+    case OpKind::Silu:
+      return unaryFloat(*in[0], out, [](double x) { return x / (1.0 + std::exp(-x)); });
     case OpKind::Relu:
       // NaN stays NaN; -0 becomes +0.
       return unaryFloat(*in[0], out, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; });

@@ -147,6 +147,11 @@ class Differentiator {
       }
       case OpKind::Sigmoid:
         return accumulate(x(0), b_.mul(g, b_.mul(y, b_.sub(scalar(g, 1), y))));
+      case OpKind::Silu: {  // sg (1 + x (1 - sg)), sg = sigmoid(x)
+        Value* sg = b_.unary(OpKind::Sigmoid, x(0));
+        Value* one = scalar(g, 1);
+        return accumulate(x(0), b_.mul(g, b_.mul(sg, b_.add(one, b_.mul(x(0), b_.sub(one, sg))))));
+      }
       case OpKind::Relu:  // relu'(0) = 0, deliberately (as torch)
         return accumulate(x(0), b_.where(b_.binary(OpKind::Gt, x(0), scalar(g, 0)), g, scalar(g, 0)));
       case OpKind::Gelu: return accumulate(x(0), b_.mul(g, geluDerivative(x(0), n.attrString("approximate") == "tanh")));

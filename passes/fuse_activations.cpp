@@ -1,19 +1,22 @@
 // fuse-activations: GELU written out by hand, 0.5 x (1 + erf(x / sqrt(2))) or the tanh form
 // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), becomes gelu (approximate "none" or
-// "tanh"), which the GEMM epilogues fold into the product before it as they fold the builtin,
-// and whose gradient is one expression. Runs before autodiff.
+// "tanh"), SiLU, x * sigmoid(x) or x / (1 + exp(-x)), becomes silu, and 1 / (1 + exp(-x))
+// becomes sigmoid: ops the GEMM
+// epilogues fold into the product before them as they fold the builtins, and whose gradient
+// is one expression. Runs before autodiff.
 //
 // Recognized by what the nodes compute, not by how they are written (the factors in any
 // order, x^3 as x * x * x or pow(x, 3), / sqrt(2) or * 0.7071..., truncated constants): for
 // each float value x, the elementwise nodes that depend on x and splat constants alone form
-// its cone; a node r of the cone that reads a tanh or an erf of the cone, and whose cone
+// its cone; a node r of the cone that reads a tanh, erf, exp or sigmoid of the cone, and whose cone
 // nodes below it are used only inside it, is evaluated in float64 at 48 points in
-// [-12, 12]. When it agrees with one of the two GELUs to 1e-7 relative (below f32's
-// rounding) everywhere, r becomes that gelu of x. Such a function of one variable, built of
+// [-12, 12]. When it agrees with one of the two GELUs, SiLU or sigmoid to 1e-7 relative (below f32's
+// rounding) everywhere, r becomes that op of x. Such a function of one variable, built of
 // a handful of these ops, that agrees at 48 points is the function; what the replacement can
 // change is the last bits, as another order of the same operations would.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -41,6 +44,13 @@ std::vector<double> samplePoints() {
 double geluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
 double geluTanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+
+bool transcendental(const Node* n) {
+  const OpKind k = n->op();
+  return k == OpKind::Tanh || k == OpKind::Erf || k == OpKind::Exp || k == OpKind::Sigmoid;
 }
 
 // A splat constant operand: a constant node (through reshapes and broadcasts).
@@ -149,21 +159,25 @@ bool fuseOne(Graph& g) {
   }
   for (Value* x : candidates) {
     const std::vector<Node*> cone = coneOf(x, uses, position);
-    bool transcendental = false;
-    for (const Node* n : cone) transcendental = transcendental || n->op() == OpKind::Tanh || n->op() == OpKind::Erf;
-    if (!transcendental) continue;
+    if (std::none_of(cone.begin(), cone.end(), transcendental)) continue;
     for (auto it = cone.rbegin(); it != cone.rend(); ++it) {  // the largest function first
       Node* r = *it;
       const std::vector<Node*> sub = below(cone, r);
-      bool has = false;
-      for (const Node* n : sub) has = has || n->op() == OpKind::Tanh || n->op() == OpKind::Erf;
-      if (!has || sub.size() < 4 || !selfContained(sub, r, uses)) continue;
+      if (sub.size() < 2 || std::none_of(sub.begin(), sub.end(), transcendental) ||
+          !selfContained(sub, r, uses))
+        continue;
       const auto ys = evaluate(sub, x);
       if (!ys) continue;
-      const char* form = agrees(*ys, geluErf) ? "none" : agrees(*ys, geluTanh) ? "tanh" : nullptr;
-      if (!form) continue;
       Rewriter rw(g);
-      rw.replaceWithNew(r, OpKind::Gelu, {x}, {{"approximate", std::string(form)}});
+      if (agrees(*ys, silu)) {
+        rw.replaceWithNew(r, OpKind::Silu, {x}, {});
+      } else if (agrees(*ys, sigmoid)) {
+        rw.replaceWithNew(r, OpKind::Sigmoid, {x}, {});
+      } else {
+        const char* form = agrees(*ys, geluErf) ? "none" : agrees(*ys, geluTanh) ? "tanh" : nullptr;
+        if (!form) continue;
+        rw.replaceWithNew(r, OpKind::Gelu, {x}, {{"approximate", std::string(form)}});
+      }
       for (auto n = sub.rbegin(); n != sub.rend(); ++n)
         if (*n != r) g.erase(*n);
       return true;

@@ -40,8 +40,9 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "layer_norm and rms_norm (before autodiff)",
       runFuseNorms);
   add("fuse-activations",
-      "GELU written out (0.5 x (1 + erf(x / sqrt 2)) or its tanh form, in any spelling that "
-      "computes it) -> gelu, which GEMM epilogues fold (before autodiff)",
+      "GELU written out (0.5 x (1 + erf(x / sqrt 2)) or its tanh form), SiLU (x * sigmoid(x)) "
+      "and sigmoid, in any spelling that computes them -> gelu, silu, sigmoid, which GEMM "
+      "epilogues fold (before autodiff)",
       runFuseActivations);
   add("fuse-ffn",
       "ReLU -> dropout: the ReLU gradient tests the dropout's output D > 0 instead of the "

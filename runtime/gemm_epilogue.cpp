@@ -136,8 +136,14 @@ class Folder {
     switch (next.op()) {
       case OpKind::Mul: {
         const Value* c = other(next, cur);
-        auto k = c ? splatConstant(c) : std::nullopt;
-        if (!k) return kDone;
+        if (!c) return kDone;
+        auto k = splatConstant(c);
+        if (!k) {  // a gate: SwiGLU's up projection times silu(gate)
+          if (stage > kMask || c->type() != t || !inMemory(c)) return kDone;
+          e.stages.mask = GemmMask::multiply;
+          e.mask = c;
+          return kMask;
+        }
         if (stage <= kAlpha) {
           e.alpha *= *k;
           return kAlpha;
@@ -165,10 +171,13 @@ class Folder {
         return kDone;
       }
       case OpKind::Relu:
+      case OpKind::Silu:
       case OpKind::Gelu: {
         if (stage > kActivation) return kDone;
         if (next.op() == OpKind::Relu) {
           e.stages.activation = GemmActivation::relu;
+        } else if (next.op() == OpKind::Silu) {
+          e.stages.activation = GemmActivation::silu;
         } else {
           const std::string& mode = next.attrString("approximate");
           if (mode != "none" && mode != "tanh") return kDone;

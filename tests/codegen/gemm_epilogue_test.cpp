@@ -29,6 +29,7 @@ double activate(GemmActivation act, double x) {
     case GemmActivation::gelu: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
     case GemmActivation::geluTanh:
       return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case GemmActivation::silu: return x / (1.0 + std::exp(-x));
   }
   return x;
 }
@@ -85,11 +86,14 @@ void check(const Case& cs, ThreadPool& pool, uint32_t seed) {
     if (i % 11 == 3) maskV[i] = std::numeric_limits<T>::quiet_NaN();
     maskB[i] = i % 3 == 0 ? 0 : (i % 3 == 1 ? 1 : 255);
   }
+  auto gate = randomVector<T>(maskV.size(), seed + 6);  // a product's factors: any value
+  for (size_t i = 0; i < gate.size(); i += 5) gate[i] = 0;
   GemmEpilogueOperands ops;
   if (e.bias) ops.bias = bias.data();
   if (e.addend) ops.addend = addend.data();
   if (e.mask == GemmMask::positive) ops.mask = maskV.data();
   if (e.mask == GemmMask::nonzero) ops.mask = maskB.data();
+  if (e.mask == GemmMask::multiply) ops.mask = gate.data();
   GemmEngine::host(d.dtype).run(d, a.data(), b.data(), c.data(), &pool, ops);
 
   const double eps = std::numeric_limits<T>::epsilon();
@@ -120,6 +124,10 @@ void check(const Case& cs, ThreadPool& pool, uint32_t seed) {
         const size_t mi = static_cast<size_t>(it * maskItem + i * maskLd + j);
         if (e.mask == GemmMask::positive && !(maskV[mi] > 0)) v = 0;
         if (e.mask == GemmMask::nonzero && maskB[mi] == 0) v = 0;
+        if (e.mask == GemmMask::multiply) {
+          v *= gate[mi];
+          mag *= std::abs(gate[mi]);
+        }
         // The product's rounding bound, through activations of slope <= 1.13, plus a few
         // ulp for erf/tanh.
         const double tol = ((cs.k + 8) * eps * mag * 1.2 + 8 * eps * std::abs(v)) * std::abs(e.scale) + 1e-300;
@@ -160,6 +168,14 @@ void sweep(ThreadPool& pool) {
     v.push_back(reluGrad);
     v.push_back(full(GemmActivation::gelu, GemmMask::none));
     v.push_back(full(GemmActivation::geluTanh, GemmMask::nonzero));
+    v.push_back(full(GemmActivation::silu, GemmMask::none));
+    GemmEpilogue siluGate;  // SwiGLU's silu(x W1), then (x W3) * silu(x W1)
+    siluGate.activation = GemmActivation::silu;
+    v.push_back(siluGate);
+    GemmEpilogue upTimesGate;
+    upTimesGate.mask = GemmMask::multiply;
+    v.push_back(upTimesGate);
+    v.push_back(full(GemmActivation::relu, GemmMask::multiply));
     return v;
   }();
   uint32_t seed = 1;
@@ -190,6 +206,8 @@ TEST(GemmEpilogue, BatchesWithTheirOwnLayouts) {
       check<double>({9, 21, 17, true, false, batch, full(GemmActivation::gelu, GemmMask::nonzero)}, *pool, 8);
       // Few rows, many columns: the threads split the B slivers.
       check<float>({3, 300, 20, false, false, batch, full(GemmActivation::geluTanh, GemmMask::none)}, *pool, 9);
+      check<float>({3, 300, 20, false, true, batch, full(GemmActivation::silu, GemmMask::multiply)}, *pool, 10);
+      check<double>({9, 21, 17, false, false, batch, full(GemmActivation::silu, GemmMask::multiply)}, *pool, 16);
     }
 }
 
@@ -234,9 +252,10 @@ TEST(GemmEpilogue, VariantsAreDistinct) {
   std::vector<bool> seen(GemmEpilogue::kVariants, false);
   for (bool bias : {false, true})
     for (bool addend : {false, true})
-      for (auto act : {GemmActivation::none, GemmActivation::relu, GemmActivation::gelu, GemmActivation::geluTanh})
+      for (auto act : {GemmActivation::none, GemmActivation::relu, GemmActivation::gelu,
+                       GemmActivation::geluTanh, GemmActivation::silu})
         for (double scale : {1.0, 2.0})
-          for (auto mask : {GemmMask::none, GemmMask::positive, GemmMask::nonzero}) {
+          for (auto mask : {GemmMask::none, GemmMask::positive, GemmMask::nonzero, GemmMask::multiply}) {
             GemmEpilogue e;
             e.bias = bias;
             e.addend = addend;

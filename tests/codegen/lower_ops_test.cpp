@@ -166,7 +166,8 @@ Cases casesFor(OpKind op) {
     case OpKind::Exp:
     case OpKind::Tanh:
     case OpKind::Erf:
-    case OpKind::Sigmoid: return unaryCases(op, {DType::f32, DType::f64, DType::bf16}, false);
+    case OpKind::Sigmoid:
+    case OpKind::Silu: return unaryCases(op, {DType::f32, DType::f64, DType::bf16}, false);
     case OpKind::Relu: return unaryCases(op, {DType::f32, DType::f64, DType::bf16}, true, Dist::Special);
     case OpKind::Gelu: {
       Cases cs = unaryCases(op, floats, false);

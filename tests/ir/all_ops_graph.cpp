@@ -40,7 +40,7 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   Value* rnd = node(OpKind::PhiloxUniform, {seed, offset}, {}, "rand", {f32({2, 3})});
 
   for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
-                   OpKind::Tanh, OpKind::Erf, OpKind::Sigmoid, OpKind::Relu})
+                   OpKind::Tanh, OpKind::Erf, OpKind::Sigmoid, OpKind::Silu, OpKind::Relu})
     node(k, {x}, {}, "u." + std::string(opName(k)));
   node(OpKind::Gelu, {x}, {{"approximate", std::string("tanh")}}, "gelu");
   node(OpKind::Cast, {x}, {{"dtype", DType::i32}}, "cast");

@@ -77,6 +77,12 @@ INTERP_OP_TEST(Sigmoid, Values) {
              {0.5, 0.8807970779778823, 0, 1}, 1e-15);
 }
 
+INTERP_OP_TEST(Silu, Values) {
+  // x * sigmoid(x): large negative x goes to -0 without NaN, large positive to x.
+  expectNear(runOp(OpKind::Silu, {T(DType::f64, {4}, {0, 2, -800, 800})}), ty(DType::f64, {4}),
+             {0, 1.7615941559557646, 0, 800}, 1e-15);
+}
+
 INTERP_OP_TEST(Relu, Values) {
   expectExact(runOp(OpKind::Relu, {T(DType::f32, {6}, {-1, 0, 2.5, kNaN, -kInf, kInf})}),
               ty(DType::f32, {6}), {0, 0, 2.5, kNaN, 0, kInf});

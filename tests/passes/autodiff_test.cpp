@@ -117,6 +117,7 @@ std::vector<Case> cases() {
   unary(OpKind::Tanh, -2, 2);
   unary(OpKind::Erf, -2, 2);
   unary(OpKind::Sigmoid, -3, 3);
+  unary(OpKind::Silu, -4, 4);
   {
     Case c = mk("abs", 1e-6, [](Builder& b, V x) { return b.unary(OpKind::Abs, x[0]); }, {f64({4, 3})});
     c.avoid = 0;

@@ -172,6 +172,76 @@ TEST(GemmEpilogueFold, FfnDropoutMaskInTheEpilogue) {
   }
 }
 
+// SwiGLU as inference runs it: silu(x W1) * (x W3), then W2. The gate's GEMM takes both
+// the silu and the product with the up projection, which is in memory (a GEMM's result).
+const char* kSwiGlu = R"(
+graph @swiglu {
+  %x = input() : T[3,7,13]
+  %w1 = input() : T[13,33]
+  %w3 = input() : T[13,33]
+  %w2 = input() : T[33,5]
+  %g = matmul(%x, %w1) : T[3,7,33]
+  %s = silu(%g) : T[3,7,33]
+  %u = matmul(%x, %w3) : T[3,7,33]
+  %h = mul(%s, %u) : T[3,7,33]
+  %o = matmul(%h, %w2) : T[3,7,5]
+  return %o
+}
+)";
+
+TEST(GemmEpilogueFold, SwiGluFoldsIntoTheGateGemm) {
+  auto g = parse(kSwiGlu);
+  auto folded = runtime::foldGemmEpilogues(*g);
+  ASSERT_EQ(folded.size(), 1u);
+  const auto& [mm, e] = *folded.begin();
+  EXPECT_EQ(e.stages.activation, GemmActivation::silu);
+  EXPECT_EQ(e.stages.mask, GemmMask::multiply);
+  EXPECT_EQ(mm->result()->name(), "h");
+  EXPECT_EQ(mm->operand(1)->name(), "w1");
+  EXPECT_EQ(g->findValue("s"), nullptr);
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    expectMatches(*parse(kSwiGlu, dt), {3, 0});
+  }
+}
+
+TEST(GemmEpilogueFold, AGateWhoseSiluIsSavedFoldsIntoTheUpGemm) {
+  // Training saves silu(g) for the backward: the gate GEMM takes only the silu, and the up
+  // projection's GEMM multiplies by it.
+  const std::string text = std::string(kSwiGlu).replace(std::string(kSwiGlu).find("return %o"), 9,
+                                                        "return %o, %s");
+  auto g = parse(text);
+  auto folded = runtime::foldGemmEpilogues(*g);
+  ASSERT_EQ(folded.size(), 2u);
+  int silu = 0, gate = 0;
+  for (const auto& [mm, e] : folded) {
+    silu += e.stages.activation == GemmActivation::silu && e.stages.mask == GemmMask::none;
+    gate += e.stages.activation == GemmActivation::none && e.stages.mask == GemmMask::multiply &&
+            mm->operand(1)->name() == "w3";
+  }
+  EXPECT_EQ(silu, 1);
+  EXPECT_EQ(gate, 1);
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    expectMatches(*parse(text, dt), {3, 0});
+  }
+}
+
+TEST(GemmEpilogueFold, AProductWithAValueOfAnotherShapeStaysAKernel) {
+  // A broadcast factor is no gate (the epilogue reads an m x n operand).
+  auto g = parse(R"(
+graph @g {
+  %x = input() : T[3,13]
+  %w = input() : T[13,33]
+  %v = input() : T[33]
+  %y = matmul(%x, %w) : T[3,33]
+  %z = mul(%y, %v) : T[3,33]
+  return %z
+}
+)");
+  EXPECT_TRUE(runtime::foldGemmEpilogues(*g).empty());
+}
+
 TEST(GemmEpilogueFold, EveryStageInOneGemm) {
   auto g = parse(kAllStages);
   auto folded = runtime::foldGemmEpilogues(*g);
