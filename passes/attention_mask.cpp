@@ -95,6 +95,18 @@ bool masks(double penalty) { return penalty <= kMaskPenalty; }  // false for NaN
 
 }  // namespace
 
+std::optional<MaskStep> maskPenalty(const Value* p) {
+  auto in = indicator(p);
+  if (!in) return std::nullopt;
+  if (in->ifTrue == 0 && masks(in->ifFalse)) return MaskStep{nullptr, in->when, in->ifFalse};
+  if (in->ifFalse == 0 && masks(in->ifTrue)) {
+    Conjunct c = in->when;
+    c.negated = !c.negated;
+    return MaskStep{nullptr, c, in->ifTrue};
+  }
+  return std::nullopt;
+}
+
 std::optional<MaskStep> maskStep(const Node& n) {
   const TensorType& t = n.result()->type();
   switch (n.op()) {

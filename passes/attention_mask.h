@@ -39,6 +39,10 @@ struct MaskStep {
 // s must have the step's result type (the mask does not enlarge the scores).
 std::optional<MaskStep> maskStep(const Node& n);
 
+// A penalty P as maskStep's s + P takes it (0 where allowed, NEG elsewhere, from a bool by
+// constants): the keys it allows and NEG. MaskStep::scores is null.
+std::optional<MaskStep> maskPenalty(const Value* p);
+
 // Splits `allowed` at logical_and (and, negated, at logical_or; logical_not flips) into the
 // conditions that must all hold.
 void splitConjuncts(const Conjunct& allowed, std::vector<Conjunct>& out);

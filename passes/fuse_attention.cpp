@@ -16,7 +16,9 @@
 //                              mask): B of the scores' dtype, broadcasting to them (the
 //                              add's result has the scores' type), that is not a 0 / NEG
 //                              mask; any number of them, each times the scales after it,
-//                              summed into the fused op's bias operand
+//                              summed into the fused op's bias operand; B = B' + P with P
+//                              a 0 / NEG mask (HF's position bias plus its padding
+//                              penalty) is the mask P and the bias B'
 //   softmax                    over the last axis (the keys)
 //   dropout                    where(ge(philox_uniform(seed, offset), p), w * (1/(1-p)), 0), the
 //                              frontend's form, exactly: becomes p_drop with seed and offset
@@ -226,7 +228,19 @@ std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
       splitConjuncts(k->allowed, m.masks);
       cur = k->scores;
     } else if (auto b = biasStep(n, uses)) {
-      m.biases.push_back({b->bias, b->negated ? -after : after});
+      // s + (B + P), HF's position bias plus its padding penalty: P is a mask, B a bias.
+      const Node& sum = *b->bias->def();
+      std::optional<MaskStep> penalty;
+      Value* rest = nullptr;
+      if (sum.op() == OpKind::Add && !b->negated && after > 0)
+        for (size_t side : {0u, 1u})
+          if (!penalty && (penalty = maskPenalty(sum.operand(side)))) rest = sum.operand(1 - side);
+      if (penalty && penalty->penalty * after <= kMaskPenalty) {
+        splitConjuncts(penalty->allowed, m.masks);
+        m.biases.push_back({rest, after});
+      } else {
+        m.biases.push_back({b->bias, b->negated ? -after : after});
+      }
       cur = b->scores;
     } else {
       return std::nullopt;

@@ -5,7 +5,7 @@
 // Matched, from each normalization factor outwards, over the last axis with keepdims:
 //   mu  = reduce_mean(x)                          (LayerNorm only)
 //   d   = x - mu                                  (LayerNorm; RMSNorm: d = x)
-//   v   = reduce_mean(d * d)
+//   v   = reduce_mean(d * d) or reduce_mean(pow(d, 2))
 //   n   = d * rsqrt(v + eps), rsqrt(v + eps) * d, or d / sqrt(v + eps)   (eps a constant >= 0)
 //   y   = n * g or g * n                           optional, g of shape [D] or [1, ..., 1, D]
 //   z   = y + b or b + y                           optional, LayerNorm only, b likewise
@@ -105,7 +105,11 @@ std::optional<Match> matchAt(Node& n, const Uses& uses) {
   Value* sq = lastAxisMean(v);
   if (!sq || uses.soleUser(sq) != v->def()) return std::nullopt;
   Node& square = *sq->def();
-  if (square.op() != OpKind::Mul || square.operand(0) != d || square.operand(1) != d) return std::nullopt;
+  const bool squares = square.op() == OpKind::Mul ? square.operand(0) == d && square.operand(1) == d
+                      : square.op() == OpKind::Pow
+                          ? square.operand(0) == d && splatValue(square.operand(1)) == 2.0
+                          : false;
+  if (!squares) return std::nullopt;
 
   Match m;
   m.eps = *eps;

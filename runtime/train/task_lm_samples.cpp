@@ -10,6 +10,11 @@ namespace tgc::train {
 
 std::string lmSamples(ValidationContext& ctx, const data::LmData& data, int samples) {
   if (samples <= 0 || data.valid.empty() || !ctx.model || !ctx.parameters) return {};
+  // A model that only trains (no next_token graph) has nothing to sample with.
+  const std::vector<std::string> graphs = compileModelFile(ctx.model->path, ctx.model->options("")).graph_names;
+  if (std::find(graphs.begin(), graphs.end(), "next_token") == graphs.end())
+    return fmt::format("samples: none ({} has no next_token graph to generate with)\n",
+                       ctx.model->path);
   // Validation sequences spread over the split; each prompt is bos and the first third of
   // the line (at least one token), continued greedily to the end of the line.
   const size_t n = std::min(data.valid.size(), static_cast<size_t>(samples));
