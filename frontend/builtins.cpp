@@ -402,7 +402,9 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
         case VK::Str: return v;
         case VK::DType: return Val::str(std::string(dtypeName(v.dt)));
         case VK::Type: return Val::str(v.tensorType().str());
-        case VK::Tensor: return Val::str(v.t->type().str());
+        case VK::Tensor:
+          read_at_compile_time_.insert(v.t->def());
+          return Val::str(v.t->type().str());
         default: fail(a[0]->loc, fmt::format("str cannot convert {}", describeVal(v)));
       }
     }

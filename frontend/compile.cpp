@@ -120,6 +120,12 @@ class Compiler {
     out.output_names = std::move(lowered->output_names);
     out.loss_output = lowered->loss_output;
     out.training = g->training;
+    auto sources = std::make_shared<SourceMap>();
+    for (size_t i = 0; i < diags_.numFiles(); ++i)
+      sources->addFile(diags_.file(static_cast<int>(i)).path, diags_.file(static_cast<int>(i)).text);
+    for (auto& [n, origin] : lowered->origins) sources->setOrigin(n, std::move(origin));
+    out.sources = std::move(sources);
+    out.warnings = std::move(lowered->warnings);
     checkBindings(bindOrder, BindTarget{g, out.graph.get(), dimNames, &out.config}, diags_);
     stopIfErrors();
     return out;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_set>
 
 #include "ir/verifier.h"
 
@@ -181,7 +182,8 @@ void Evaluator::execTopLet(const Stmt& s) {
 // Rebuilds the graph with its inputs first: data inputs in declaration order, then the
 // parameters in first-use order; patches the dropout counter stride.
 static std::unique_ptr<Graph> finishGraph(const Graph& g, const std::vector<Value*>& params,
-                                          const Node* placeholder, int64_t dropoutElements) {
+                                          const Node* placeholder, int64_t dropoutElements,
+                                          std::unordered_map<const Node*, const Node*>& copied) {
   auto out = std::make_unique<Graph>(g.name());
   out->setDims(g.dims());
   std::unordered_map<const Value*, Value*> map;
@@ -197,6 +199,7 @@ static std::unique_ptr<Graph> finishGraph(const Graph& g, const std::vector<Valu
     AttrMap attrs = n.attrs();
     if (&n == placeholder) attrs["value"] = std::vector<double>{static_cast<double>(dropoutElements)};
     Node* c = out->add(n.op(), ops, attrs, names, types);
+    copied[&n] = c;
     for (size_t i = 0; i < n.numResults(); ++i) map[n.result(i)] = c->result(i);
   };
   std::set<const Node*> isParam;
@@ -210,6 +213,62 @@ static std::unique_ptr<Graph> finishGraph(const Graph& g, const std::vector<Valu
   for (Value* o : g.outputs()) outs.push_back(map.at(o));
   out->setOutputs(std::move(outs));
   return out;
+}
+
+namespace {
+// The value of a splat constant, or nullopt.
+std::optional<double> splat(const Value* v) {
+  const Node* n = v->def();
+  if (n->op() != OpKind::Constant || v->type().numel() == 0) return std::nullopt;
+  const auto& values = n->attrFloats("value");
+  if (values.size() != 1) return std::nullopt;
+  return values[0];
+}
+}  // namespace
+
+// A value the graph computes that no output needs and nothing else reads, not even at
+// compile time (x.shape): the statement that made it has no effect, which is a bug as often
+// as not (a where whose result is dropped leaves the scores unmasked). Only the last value of
+// such a chain is named.
+void Evaluator::warnUnusedValues() {
+  std::unordered_set<const Node*> live;
+  std::vector<const Node*> work;
+  for (const Value* o : g_->outputs()) work.push_back(o->def());
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (!live.insert(n).second) continue;
+    for (const Value* o : n->operands()) work.push_back(o->def());
+  }
+  const auto users = g_->computeUsers();
+  for (const auto& node : g_->nodes()) {
+    const Node* n = node.get();
+    if (live.count(n) || n->op() == OpKind::Input || n->op() == OpKind::Constant ||
+        read_at_compile_time_.count(n))
+      continue;
+    bool read = false;
+    for (size_t i = 0; i < n->numResults(); ++i) read = read || users.count(n->result(i));
+    auto origin = origins_.find(n);
+    if (read || origin == origins_.end()) continue;
+    ModelWarning w;
+    w.name = "unused-value";
+    w.at = origin->second.at;
+    w.calls = origin->second.calls;
+    const std::string name = n->result()->name();
+    w.message = fmt::format("'{}' ({}) is computed but never used", name, opName(n->op()));
+    w.fix = "use the result (assign it: x = ...) or delete the statement";
+    if (n->op() == OpKind::Where && n->operand(0)->type().dtype == DType::boolean) {
+      for (size_t side : {1u, 2u}) {
+        auto fill = splat(n->operand(side));
+        if (fill && *fill <= -1e4) {
+          w.message += ": the mask does not apply, the values it would mask go on as they were";
+          w.fix = "assign the masked value back, e.g. s = where(mask, s, -inf), and use it";
+          break;
+        }
+      }
+    }
+    warnings_.push_back(std::move(w));
+  }
 }
 
 std::optional<LoweredGraph> Evaluator::lowerGraph(
@@ -228,6 +287,9 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
   dropout_step_offset_ = nullptr;
   dropout_placeholder_ = nullptr;
   dropout_elements_ = 0;
+  origins_.clear();
+  read_at_compile_time_.clear();
+  warnings_.clear();
   struct Reset {
     Evaluator& e;
     ~Reset() {
@@ -310,8 +372,12 @@ std::optional<LoweredGraph> Evaluator::lowerGraph(
     d_.error(gd.loc, fmt::format("training graph '{}' needs an output named 'loss'", gd.name));
     return std::nullopt;
   }
+  warnUnusedValues();
+  r.warnings = std::move(warnings_);
   try {
-    r.graph = finishGraph(*g_, param_order_, dropout_placeholder_, dropout_elements_);
+    std::unordered_map<const Node*, const Node*> copied;
+    r.graph = finishGraph(*g_, param_order_, dropout_placeholder_, dropout_elements_, copied);
+    for (auto& [from, origin] : origins_) r.origins.emplace(copied.at(from), std::move(origin));
   } catch (const IRError& e) {
     d_.error(gd.loc, fmt::format("internal error: cannot finish graph '{}': {}", gd.name, e.what()));
     return std::nullopt;

@@ -13,6 +13,7 @@
 
 #include "frontend/ast.h"
 #include "frontend/diag.h"
+#include "frontend/source_map.h"
 #include "ir/builder.h"
 #include "ir/graph.h"
 
@@ -118,6 +119,8 @@ struct LoweredGraph {
   std::vector<ParamSlot> params;  // in graph input order, with full names
   std::vector<std::string> output_names;
   int loss_output = -1;
+  std::unordered_map<const Node*, NodeOrigin> origins;  // of graph's nodes
+  std::vector<ModelWarning> warnings;
 };
 
 class Evaluator {
@@ -263,6 +266,14 @@ class Evaluator {
   Value* dropout_step_offset_ = nullptr;
   Node* dropout_placeholder_ = nullptr;
   int64_t dropout_elements_ = 0;
+  // Where each node was made, the nodes whose shape or dtype the model read at compile
+  // time (used, though no op reads them), and the warnings found so far.
+  std::unordered_map<const Node*, NodeOrigin> origins_;
+  std::set<const Node*> read_at_compile_time_;
+  std::vector<ModelWarning> warnings_;
+  SourcePos pos(Loc loc) const { return SourcePos{loc.file, loc.line, loc.col}; }
+  std::vector<SourcePos> callChain() const;
+  void warnUnusedValues();
 };
 
 // Limits that keep hostile input from exhausting the machine.

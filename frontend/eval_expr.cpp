@@ -218,6 +218,7 @@ Val Evaluator::evalMember(const Val& base, const std::string& name, Loc loc) {
   }
   if (base.k == VK::Tensor || base.k == VK::Type) {
     TensorType t = base.k == VK::Tensor ? base.t->type() : base.tensorType();
+    if (base.k == VK::Tensor) read_at_compile_time_.insert(base.t->def());  // used, at compile time
     if (name == "shape") {
       std::vector<Val> dims;
       for (int64_t d : t.shape) dims.push_back(Val::integer(d));

@@ -33,10 +33,18 @@ Val Evaluator::addNode(Loc loc, OpKind k, std::vector<Value*> operands, AttrMap 
     std::vector<TensorType> decl;
     if (declared) decl.push_back(*declared);
     Node* n = g_->add(k, std::move(operands), std::move(attrs), {irName(name)}, decl);
+    origins_[n] = NodeOrigin{pos(loc), callChain()};
     return Val::tensor(n->result());
   } catch (const IRError& e) {
     fail(loc, e.what());
   }
+}
+
+std::vector<SourcePos> Evaluator::callChain() const {
+  std::vector<SourcePos> out;
+  for (const auto& f : frames_)
+    if (f->kind == FrameKind::Function || f->kind == FrameKind::Method) out.push_back(pos(f->call_site));
+  return out;
 }
 
 Value* Evaluator::constantScalar(DType dt, double v, Loc loc, const std::string& name) {
@@ -124,6 +132,15 @@ Val Evaluator::dropout(const Val& x, double p, Loc loc) {
   if (x.k != VK::Tensor) fail(loc, fmt::format("dropout needs a tensor, got {}", describeVal(x)));
   if (!(p >= 0 && p < 1)) fail(loc, fmt::format("dropout probability must be in [0, 1), got {}", p));
   requireTensorContext(loc, "dropout");
+  // Written in the body of a graph that is not `training`, where it is the identity: said,
+  // since it may mean the `training` mark is missing. (In a function or a method it is the
+  // library's way of serving training and inference graphs alike.)
+  if (!training_ && !inference_ && p > 0 && frames_.back()->kind == FrameKind::Graph)
+    warnings_.push_back(ModelWarning{
+        "dropout-in-inference", pos(loc),
+        fmt::format("dropout(p={}) in graph '{}', which is not marked training: it is the identity here",
+                    p, frames_.back()->fn_name),
+        "mark the graph `training` if it trains, or remove the dropout", callChain(), true});
   if (!training_ || p == 0) return x;  // inference graphs have no dropout at all
   const TensorType& t = x.t->type();
   if (!isFloat(t.dtype)) fail(loc, fmt::format("dropout needs a float tensor, got {}", t.str()));

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "frontend/source_map.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
@@ -76,6 +77,11 @@ struct CompiledModel {
   // files'). Each names an existing task and graph; the bindings of the compiled graph have
   // also been checked against it (see docs/language.md, "Data bindings").
   std::vector<DataBinding> bindings;
+  // The model's files and where each node of `graph` was made (for warnings and reports).
+  std::shared_ptr<const SourceMap> sources;
+  // What the front end found while lowering: values computed and never used, dropout where
+  // it is the identity (docs/language.md, "Warnings"). passes/lint.h finds the rest.
+  std::vector<ModelWarning> warnings;
 };
 
 // Compiles one graph of a model file. Throws ParseError whose message holds every

@@ -1,5 +1,6 @@
 #include "passes/attention_mask.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -94,6 +95,18 @@ std::optional<Indicator> indicator(const Value* v) {
 bool masks(double penalty) { return penalty <= kMaskPenalty; }  // false for NaN
 
 }  // namespace
+
+std::optional<std::pair<Value*, double>> scaleStep(const Node& n) {
+  if (n.op() != OpKind::Mul && n.op() != OpKind::Div) return std::nullopt;
+  for (size_t side : {0u, 1u}) {
+    if (n.op() == OpKind::Div && side == 1) break;  // c / x is not a scale
+    Value* x = n.operand(side);
+    auto c = splatValue(n.operand(1 - side));
+    if (x->type() != n.result()->type() || !c || !std::isfinite(*c) || *c == 0) continue;
+    return std::make_pair(x, n.op() == OpKind::Div ? 1 / *c : *c);
+  }
+  return std::nullopt;
+}
 
 std::optional<MaskStep> maskPenalty(const Value* p) {
   auto in = indicator(p);

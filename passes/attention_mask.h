@@ -1,9 +1,11 @@
-// How attention masks are written in Graph IR, for fuse-attention: which steps between the
-// scores and the softmax are masks, which keys they allow, and which of those conditions are
-// a causal mask computed from constants (and so need no mask tensor in the fused op).
+// How attention masks and scales are written in Graph IR, for fuse-attention and lint: which
+// steps between the scores and the softmax are scales and masks, which keys the masks allow,
+// and which of those conditions are a causal mask computed from constants (and so need no
+// mask tensor in the fused op).
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -38,6 +40,10 @@ struct MaskStep {
 //                                            through reshapes and broadcasts
 // s must have the step's result type (the mask does not enlarge the scores).
 std::optional<MaskStep> maskStep(const Node& n);
+
+// A scaling step: mul or div by a finite nonzero splat constant that keeps the other
+// operand's type. Returns that operand and the factor (1 / c for a division).
+std::optional<std::pair<Value*, double>> scaleStep(const Node& n);
 
 // A penalty P as maskStep's s + P takes it (0 where allowed, NEG elsewhere, from a bool by
 // constants): the keys it allows and NEG. MaskStep::scores is null.

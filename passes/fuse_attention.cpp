@@ -98,19 +98,6 @@ Operand swapped(Value* v) {
   return o;
 }
 
-// mul / div by a finite nonzero splat constant that keeps the other operand's type.
-std::optional<std::pair<Value*, double>> scaleStep(const Node& n) {
-  if (n.op() != OpKind::Mul && n.op() != OpKind::Div) return std::nullopt;
-  for (size_t side : {0u, 1u}) {
-    if (n.op() == OpKind::Div && side == 1) break;  // c / x is not a scale
-    Value* x = n.operand(side);
-    auto c = splatValue(n.operand(1 - side));
-    if (x->type() != n.result()->type() || !c || !std::isfinite(*c) || *c == 0) continue;
-    return std::make_pair(x, n.op() == OpKind::Div ? 1 / *c : *c);
-  }
-  return std::nullopt;
-}
-
 // An additive bias step s + B, B + s or s - B: B a float of s's dtype that broadcasts to s
 // (the step's result has s's type), and not a mask (maskStep is tried first). Returns the
 // scores side and B, negated for s - B.

@@ -31,12 +31,14 @@
 #include "runtime/memory_plan.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
+#include "tools/model_warnings.h"
 
 namespace tgc::cli {
 namespace {
 
 struct CompileOptions {
   ModelArgs model;
+  WarningArgs warnings;
   std::string emit = "ir";
   std::string output;
   bool stats = false;
@@ -308,6 +310,7 @@ void runCompile(const CompileOptions& o) {
   std::unique_ptr<PassManager> pm;
   if (!o.passes.empty()) pm = std::make_unique<PassManager>(parsePipeline(o.passes), o.pm);
   CompiledModel m = compileModelFile(o.model.model, mo);
+  reportWarnings(m, o.warnings);
   if (o.list_graphs) {
     for (const auto& n : m.graph_names) fmt::print("{}\n", n);
     return;
@@ -365,6 +368,7 @@ void registerCompile(CLI::App& app) {
       "compile", "Lower a graph of a model file (.tg) to Graph IR and print it");
   cmd->footer(kFooter);
   addModelArgs(cmd, o->model);
+  addWarningArgs(cmd, o->warnings);
   cmd->add_option("--emit", o->emit,
                   "Output form: ir (text), json or dot (Graphviz); with --target cpu also "
                   "kernel (Kernel IR), llvm (optimized LLVM IR) or asm, one kernel after another; "

@@ -13,12 +13,14 @@
 #include "runtime/gradcheck.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
+#include "tools/model_warnings.h"
 
 namespace tgc::cli {
 namespace {
 
 struct GradcheckArgs {
   ModelArgs model;
+  WarningArgs warnings;
   int samples = 3;
   uint64_t seed = 1;
   // A model's loss sums many terms, so f(p+h) - f(p-h) carries round-off around 1e-10;
@@ -81,6 +83,7 @@ int run(const GradcheckArgs& a) {
     }
   }
   if (shrunk) m = compileModelFile(a.model.model, opts);
+  reportWarnings(m, a.warnings);
   if (m.loss_output < 0)
     throw std::runtime_error(fmt::format("graph @{} has no output named loss", m.graph->name()));
   // The loss first: gradCheck differentiates outputs[0].
@@ -143,6 +146,7 @@ void registerGradcheck(CLI::App& app) {
       "gradcheck",
       "Check a model's generated gradients against central finite differences in float64");
   addModelArgs(cmd, args->model);
+  addWarningArgs(cmd, args->warnings);
   cmd->add_option("--samples", args->samples, "Entries checked per parameter tensor")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", args->seed, "Seed for parameters, the batch and the sampled entries");

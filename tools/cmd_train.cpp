@@ -26,6 +26,7 @@
 #include "support/thread_pool.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
+#include "tools/model_warnings.h"
 
 namespace tgc::cli {
 namespace {
@@ -59,6 +60,7 @@ std::vector<std::pair<std::string, std::string>> builtinSets(const train::ModelS
 
 struct TrainArgs {
   ModelArgs model;
+  WarningArgs warnings;
   std::string data, alignedEn, alignedZh;
   std::string source = "zh", english = "words";
   std::string task, tokens, packing = "lines", labelColumn = "first";
@@ -291,6 +293,10 @@ int runTrain(TrainArgs& a) {
     trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr, target);
   }
   trainer->setTty(isatty(STDERR_FILENO));
+  {  // the model's warnings, once, from the bound graph's lowering (cheap: no code)
+    const train::ModelSpec& spec = trainer->model();
+    reportWarnings(compileModelFile(spec.path, spec.options(trainer->binding().graph)), a.warnings);
+  }
   if (!a.exportData.empty()) {
     // The run's data for another implementation (bench/tatoeba_bleu.py, bench/gpt_lm.py); no
     // training.
@@ -394,6 +400,7 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--lib", a->model.libs, "Extra folder searched for imports (repeatable)")
       ->option_text("DIR")
       ->allow_extra_args(false);
+  addWarningArgs(cmd, a->warnings);
   cmd->add_option("--data", a->data,
                   "The task's data: translation a Tatoeba-style TSV corpus, lm a text file, "
                   "classification a TSV of labels and texts, tensors a safetensors file or a "
