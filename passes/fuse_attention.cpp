@@ -34,9 +34,14 @@
 // decoder's `padding and causal` becomes its [B, 1, 1, Tk] padding mask plus causal=true.
 //
 // Where the fused op differs from the graph it replaces:
-// - a query row whose every key is masked gives zeros (and lse -inf). With -inf masks the
-//   unfused softmax gives zeros too; with a finite NEG (-1e9) it gives that row uniform weights
-//   over all keys, the fused op zeros.
+// - a query row whose every key is masked: the fused op gives zeros (and lse -inf), as the
+//   unfused softmax does with -inf masks. With where(m, s, NEG) and a finite NEG (-1e9) the
+//   unfused softmax gives that row uniform weights over all keys, and that result is kept:
+//   out = where(some key allowed, fused, mean of v over the keys), a reduction of the mask
+//   and of v beside the fused op (not with dropout, whose uniform row would need the fused
+//   op's draws: there such a row is zeros). An additive penalty s + P (P = (1 - m) * -1e9)
+//   leaves the row softmax(s + B - 1e9) rounded in f32, which depends on the scores'
+//   magnitudes; the fused op gives zeros there.
 // - scores are computed in double inside the op rather than rounded after the matmul and
 //   after the scale, so float32 results differ in the last bits; dropout keeps exactly the
 //   same elements with the same factor.
@@ -152,6 +157,9 @@ struct Match {
   std::vector<Bias> biases;
   Value *seed = nullptr, *offset = nullptr;
   double pDrop = 0;
+  // Masking steps by kind: where(m, s, NEG) with a finite NEG gives a row with no allowed
+  // key uniform weights over all keys, which the fused op's zeros would change.
+  int finiteWheres = 0, otherMasks = 0;
 };
 
 // The frontend's dropout of the weights w, starting at its multiplication `mul`; returns the
@@ -213,6 +221,7 @@ std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
     } else if (auto k = maskStep(n)) {
       if (!(after > 0 && k->penalty * after <= kMaskPenalty)) return std::nullopt;
       splitConjuncts(k->allowed, m.masks);
+      ++(n.op() == OpKind::Where && std::isfinite(k->penalty) ? m.finiteWheres : m.otherMasks);
       cur = k->scores;
     } else if (auto b = biasStep(n, uses)) {
       // s + (B + P), HF's position bias plus its padding penalty: P is a mask, B a bias.
@@ -224,6 +233,7 @@ std::optional<Match> matchAttention(const Node& softmax, const Uses& uses) {
           if (!penalty && (penalty = maskPenalty(sum.operand(side)))) rest = sum.operand(1 - side);
       if (penalty && penalty->penalty * after <= kMaskPenalty) {
         splitConjuncts(penalty->allowed, m.masks);
+        ++m.otherMasks;
         m.biases.push_back({rest, after});
       } else {
         m.biases.push_back({b->bias, b->negated ? -after : after});
@@ -393,11 +403,45 @@ void rewrite(Graph& g, const Match& m) {
   Node* fused = g.add(OpKind::FusedAttention, operands, attrs, {name, name + ".lse"});
   added.push_back(fused);
   for (Node* n : added) g.moveBefore(n, out);  // every operand is defined before `out`
+  Value* result = fused->result(0);
+  if (mask && m.finiteWheres > 0 && m.otherMasks == 0 && m.pDrop == 0) {
+    // The user's result for a row with no allowed key: uniform weights over every key, the
+    // mean of v. out = where(any key allowed, fused, mean(v)), in the fused op's layout.
+    const size_t r = rank;
+    const int64_t keyAxis = static_cast<int64_t>(r) - (bthd ? 3 : 2);
+    const DType dt = result->type().dtype;
+    const size_t first = added.size();
+    Value* allowed = atRank(mask, ".mask");
+    if (causal) {  // the keys j <= i of each query i
+      auto iota = [&](int64_t axis, const char* suffix) {
+        added.push_back(g.add(OpKind::Iota, {}, {{"axis", axis}}, {name + suffix},
+                              {TensorType{DType::i64, {tq, tk}}}));
+        return added.back()->result();
+      };
+      Value* below = add(OpKind::Le, {iota(1, ".causal_cols"), iota(0, ".causal_rows")}, {}, ".causal");
+      allowed = add(OpKind::LogicalAnd, {allowed, atRank(below, ".causal")}, {}, ".allowed");
+    }
+    Value* count = add(OpKind::ReduceMax, {add(OpKind::Cast, {allowed}, {{"dtype", dt}}, ".allowed_f")},
+                       {{"axes", std::vector<int64_t>{-1}}, {"keepdims", true}}, ".row_allowed");
+    added.push_back(g.add(OpKind::Constant, {}, {{"value", std::vector<double>{0}}},
+                          {name + ".zero"}, {TensorType{dt, {}}}));
+    Value* any = add(OpKind::Gt, {count, added.back()->result()}, {}, ".row_any");
+    if (bthd) {  // [.., H, Tq, 1] -> [.., Tq, H, 1]
+      std::vector<int64_t> perm(r);
+      for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(i);
+      std::swap(perm[r - 3], perm[r - 2]);
+      any = add(OpKind::Transpose, {any}, {{"perm", perm}}, ".row_any");
+    }
+    Value* meanV = add(OpKind::ReduceMean, {operands[2]},
+                       {{"axes", std::vector<int64_t>{keyAxis}}, {"keepdims", true}}, ".uniform");
+    result = add(OpKind::Where, {any, result, meanV}, {}, ".rows_kept");
+    for (size_t i = first; i < added.size(); ++i) g.moveBefore(added[i], out);
+  }
   std::vector<Node*> dead = std::move(unfolded);
   if (bthd) {
-    for (Node* n : rewireFoldedOut(g, out->result(), fused->result(0), out)) dead.push_back(n);
+    for (Node* n : rewireFoldedOut(g, out->result(), result, out)) dead.push_back(n);
   } else {
-    g.replaceAllUsesWith(out->result(), fused->result(0));
+    g.replaceAllUsesWith(out->result(), result);
   }
   dead.push_back(out);
   eraseDeadFrom(g, std::move(dead));
