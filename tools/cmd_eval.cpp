@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/bleu.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/forward.h"
 #include "runtime/train/run_info.h"
@@ -24,12 +25,12 @@ namespace tgc::cli {
 
 void addDecodeOptions(CLI::App* cmd, std::string& checkpoint, std::string& model, int& beam,
                       double& lengthPenalty, int64_t& maxLen, int64_t& batch, int& threads,
-                      bool& noCache, bool& noKvCache);
+                      bool& noCache, bool& noKvCache, bool requireCheckpoint);
 
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, model, data, hypotheses;
+  std::string checkpoint, model, data, hypotheses, scoreFile, references;
   int beam = 1;
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 128, limit = 0;
@@ -59,6 +60,7 @@ Examples:
   tgc eval --checkpoint runs/cmn --data cmn.txt --limit 500
   tgc eval --checkpoint runs/gpt-tiny --data held_out.txt
   tgc eval --checkpoint runs/classifier --data test.tsv
+  tgc eval --score out.txt --references ref.txt   # a file `tgc translate -o` wrote
 
 Exit status: 0 on success; 1 with a message on stderr when the checkpoint or the data cannot
 be read or the model does not compile.
@@ -90,7 +92,38 @@ int evalTask(const EvalArgs& a, const train::RunInfo& run, runtime::ExecOptions 
   return 0;
 }
 
+std::vector<std::string> readLines(const std::string& path, const char* what) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error(fmt::format("cannot read {} {}", what, path));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  if (f.bad()) throw std::runtime_error(fmt::format("reading {} {} failed", what, path));
+  return lines;
+}
+
+// --score FILE --references FILE: a translation file against its references.
+int scoreFile(const EvalArgs& a) {
+  if (a.references.empty()) throw std::invalid_argument("--score needs --references FILE");
+  const auto hyps = readLines(a.scoreFile, "--score");
+  const auto refs = readLines(a.references, "--references");
+  if (hyps.size() != refs.size())
+    throw std::runtime_error(fmt::format("{} has {} lines but {} has {}: one translation per "
+                                         "reference, in order", a.scoreFile, hyps.size(),
+                                         a.references, refs.size()));
+  const double exact = hyps.empty() ? 0 : data::exactMatch(hyps, refs);
+  const double bleu = hyps.empty() ? 0 : data::corpusBleu(hyps, refs).score;
+  fmt::print("{} against {}: exact match {:.2f}%, BLEU {:.2f} ({} sentences)\n", a.scoreFile,
+             a.references, 100 * exact, bleu, hyps.size());
+  return 0;
+}
+
 int runEval(const EvalArgs& a) {
+  if (!a.scoreFile.empty()) return scoreFile(a);
+  if (a.checkpoint.empty())
+    throw std::invalid_argument("give --checkpoint DIR, or --score FILE --references FILE");
   const runtime::ExecOptions exec = commandExecOptions(a.threads, a.noCache);
   const train::RunInfo run = train::loadRun(a.checkpoint, a.model);
   if (run.binding.task != "translation") return evalTask(a, run, exec);
@@ -143,7 +176,13 @@ void registerEval(CLI::App& app) {
       "eval", "Score a checkpoint on held-out data with its task's metric (BLEU, perplexity, accuracy, loss)");
   cmd->footer(kFooter);
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
-                   a->threads, a->noCache, a->noKvCache);
+                   a->threads, a->noCache, a->noKvCache, false);
+  cmd->add_option("--score", a->scoreFile,
+                  "Score this file of translations (one per line, as `tgc translate --output` "
+                  "writes them) against --references, without a checkpoint")
+      ->option_text("FILE");
+  cmd->add_option("--references", a->references, "The reference translations for --score, one per line")
+      ->option_text("FILE");
   cmd->add_option("--data", a->data,
                   "Data scored instead of the run's own held-out split (a corpus's validation "
                   "split; all of a text, labelled or tensors file)")

@@ -33,11 +33,24 @@ EvalResult evaluatePairs(Translator& translator, const data::TranslationData& d,
 std::vector<std::string> translateTexts(Translator& translator, const data::Vocab& srcVocab,
                                         const data::Vocab& tgtVocab,
                                         const std::vector<std::string>& texts,
-                                        const DecodeOptions& options) {
+                                        const DecodeOptions& options, std::vector<double>* scores) {
+  // A blank line translates to a blank line (the model is not asked what nothing means).
+  auto blank = [](const std::string& t) { return t.find_first_not_of(" \t\r\n") == std::string::npos; };
   std::vector<std::vector<int64_t>> sources;
-  for (const std::string& t : texts) sources.push_back(srcVocab.encodeText(t));
-  std::vector<std::string> out;
-  for (const auto& ids : translator.translate(sources, options)) out.push_back(tgtVocab.decode(ids));
+  std::vector<size_t> from;  // texts index of each source
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (!blank(texts[i])) {
+      sources.push_back(srcVocab.encodeText(texts[i]));
+      from.push_back(i);
+    }
+  std::vector<double> got;
+  const auto ids = translator.translate(sources, options, scores ? &got : nullptr);
+  std::vector<std::string> out(texts.size());
+  if (scores) scores->assign(texts.size(), 0.0);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    out[from[k]] = tgtVocab.decode(ids[k]);
+    if (scores) (*scores)[from[k]] = got[k];
+  }
   return out;
 }
 

@@ -23,10 +23,12 @@ EvalResult evaluatePairs(Translator& translator, const data::TranslationData& d,
                          const std::vector<data::TokenizedPair>& pairs,
                          const DecodeOptions& options, int64_t limit = 0);
 
-// Raw text (one sentence) → target text, through the source vocabulary's tokenizer.
+// Raw text (one sentence) → target text, through the source vocabulary's tokenizer; with
+// `scores`, each translation's log-probability (Translator::translate).
 std::vector<std::string> translateTexts(Translator& translator, const data::Vocab& srcVocab,
                                         const data::Vocab& tgtVocab,
                                         const std::vector<std::string>& texts,
-                                        const DecodeOptions& options);
+                                        const DecodeOptions& options,
+                                        std::vector<double>* scores = nullptr);
 
 }  // namespace tgc::train

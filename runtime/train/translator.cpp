@@ -105,9 +105,21 @@ runtime::Executable& Translator::graph(const std::string& name, int64_t B, int64
   return *slot;
 }
 
+template <class F>
+auto Translator::timed(double& seconds, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double compiled = compileSeconds_;
+  auto r = f();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+             (compileSeconds_ - compiled);
+  return r;
+}
+
 Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory, int64_t limit) {
   const int64_t B = src.shape()[0], S = src.shape()[1];
-  auto cross = graph("decode_memory", B, S, 0).run(inputs({{"memory", memory}}));
+  auto cross = timed(stats_.encodeSeconds, [&] {
+    return graph("decode_memory", B, S, 0).run(inputs({{"memory", memory}}));
+  });
   Cache c;
   c.src = src;
   c.crossK = std::move(cross[0]);
@@ -125,9 +137,12 @@ Tensor Translator::cachedStep(Cache& c, const std::vector<int64_t>& tokens, int6
   for (int64_t b = 0; b < B; ++b)
     tok.as<int64_t>()[b] = tokens[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(tokens.size()) - 1))];
   at.as<int64_t>()[0] = pos;
-  auto out = graph("decode_cached", B, S, T)
-                 .run(inputs({{"src", c.src}, {"cross_k", c.crossK}, {"cross_v", c.crossV},
-                              {"self_k", c.selfK}, {"self_v", c.selfV}, {"tok", tok}, {"pos", at}}));
+  auto out = timed(stats_.stepSeconds, [&] {
+    return graph("decode_cached", B, S, T)
+        .run(inputs({{"src", c.src}, {"cross_k", c.crossK}, {"cross_v", c.crossV},
+                     {"self_k", c.selfK}, {"self_v", c.selfV}, {"tok", tok}, {"pos", at}}));
+  });
+  stepDone();
   c.selfK = std::move(out[1]);
   c.selfV = std::move(out[2]);
   return std::move(out[0]);
@@ -140,7 +155,14 @@ std::map<std::string, Tensor> Translator::inputs(std::map<std::string, Tensor> d
 
 Tensor Translator::encode(const Tensor& src) {
   const int64_t B = src.shape()[0], S = src.shape()[1];
-  return encoder(B, S).run(inputs({{"src", src}}))[0];
+  return timed(stats_.encodeSeconds, [&] { return encoder(B, S).run(inputs({{"src", src}}))[0]; });
+}
+
+void Translator::stepDone() {
+  if (stats_.steps++ > 0) return;
+  stats_.firstTokenSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  stats_.firstTokenCompileSeconds = compileSeconds_ - compiledBefore_;
 }
 
 Tensor Translator::step(const Tensor& src, const Tensor& memory,
@@ -158,13 +180,22 @@ Tensor Translator::step(const Tensor& src, const Tensor& memory,
     std::copy(p.begin(), p.end(), t + b * T);
     r[b] = b * T + static_cast<int64_t>(p.size()) - 1;
   }
-  return decoder(B, S, T).run(inputs({{"src", src}, {"memory", memory}, {"tgt", tgt}, {"rows", rows}}))[0];
+  Tensor lp = timed(stats_.stepSeconds, [&] {
+    return decoder(B, S, T).run(inputs({{"src", src}, {"memory", memory}, {"tgt", tgt}, {"rows", rows}}))[0];
+  });
+  stepDone();
+  return lp;
 }
 
 std::vector<std::vector<int64_t>> Translator::translate(
-    const std::vector<std::vector<int64_t>>& sources, const DecodeOptions& o) {
+    const std::vector<std::vector<int64_t>>& sources, const DecodeOptions& o,
+    std::vector<double>* scores) {
   if (o.beam < 1) throw std::invalid_argument("beam size must be at least 1");
+  stats_ = DecodeStats{};
+  started_ = std::chrono::steady_clock::now();
+  const double compiled = compiledBefore_ = compileSeconds_;
   std::vector<std::vector<int64_t>> out(sources.size());
+  std::vector<double> logp(sources.size(), 0.0);
   // Longest first, so each batch holds sources of similar length (less padding).
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -172,23 +203,41 @@ std::vector<std::vector<int64_t>> Translator::translate(
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   const int64_t perBatch =
       std::max<int64_t>(1, o.beam == 1 ? o.batchSize : o.batchSize / o.beam);
-  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(perBatch)) {
-    const size_t n = std::min(order.size() - i, static_cast<size_t>(perBatch));
+  for (size_t i = 0; i < order.size();) {
+    // The first source is the batch's longest: rows x its length (with eos) bounds the tokens.
+    const auto longestRow = static_cast<int64_t>(sources[order[i]].size()) + 1;
+    size_t n = std::min(order.size() - i, static_cast<size_t>(perBatch));
+    if (o.maxTokens > 0)
+      n = std::clamp<size_t>(static_cast<size_t>(o.maxTokens / (longestRow * o.beam)), 1, n);
     std::vector<const std::vector<int64_t>*> batch;
     for (size_t k = 0; k < n; ++k) batch.push_back(&sources[order[i + k]]);
     std::vector<std::vector<int64_t>> result(n);
+    std::vector<double> batchScores(n, 0.0);
     if (o.beam == 1)
-      greedyBatch(batch, static_cast<int64_t>(n), o, result);
+      greedyBatch(batch, static_cast<int64_t>(n), o, result, batchScores);
     else
-      beamBatch(batch, static_cast<int64_t>(n), o, result);
-    for (size_t k = 0; k < n; ++k) out[order[i + k]] = std::move(result[k]);
+      beamBatch(batch, static_cast<int64_t>(n), o, result, batchScores);
+    for (size_t k = 0; k < n; ++k) {
+      stats_.tokens += static_cast<int64_t>(result[k].size());
+      out[order[i + k]] = std::move(result[k]);
+      logp[order[i + k]] = batchScores[k];
+    }
+    i += n;
+    ++stats_.batches;
+    if (o.progress) o.progress(i, order.size());
   }
+  stats_.sentences = static_cast<int64_t>(sources.size());
+  stats_.compileSeconds = compileSeconds_ - compiled;
+  stats_.totalSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  stats_.searchSeconds = std::max(0.0, stats_.totalSeconds - stats_.compileSeconds -
+                                           stats_.encodeSeconds - stats_.stepSeconds);
+  if (scores) *scores = std::move(logp);
   return out;
 }
 
 void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sources,
                              int64_t rows, const DecodeOptions& o,
-                             std::vector<std::vector<int64_t>>& out) {
+                             std::vector<std::vector<int64_t>>& out, std::vector<double>& scores) {
   const int64_t B = nextPow2(rows), S = lengthBucket(longest(sources));
   const Tensor src = sourceRows(sources, B, S);
   const Tensor memory = encode(src);
@@ -206,6 +255,7 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
     for (int64_t b = 0; b < rows; ++b) {
       if (done[static_cast<size_t>(b)]) continue;
       const int64_t tok = argmaxToken(lp.as<float>() + b * V, V);
+      scores[static_cast<size_t>(b)] += lp.as<float>()[b * V + tok];
       if (tok == Vocab::kEos)
         done[static_cast<size_t>(b)] = true;
       else
@@ -226,7 +276,7 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
 // its best finished one any more (live scores only fall).
 void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sources,
                            int64_t sentences, const DecodeOptions& o,
-                           std::vector<std::vector<int64_t>>& out) {
+                           std::vector<std::vector<int64_t>>& out, std::vector<double>& scores) {
   const int64_t K = o.beam;
   const int64_t Benc = nextPow2(sentences), S = lengthBucket(longest(sources));
   const Tensor encSrc = sourceRows(sources, Benc, S);
@@ -250,7 +300,8 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
   };
   struct Finished {
     std::vector<int64_t> tokens;  // without bos and eos
-    double score = 0;
+    double score = 0;             // logp over the length penalty: what ranks them
+    double logp = 0;
   };
   std::vector<std::vector<Hyp>> live(static_cast<size_t>(sentences), {Hyp{{Vocab::kBos}, 0.0, 0}});
   Cache cache;
@@ -328,7 +379,7 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
         if (hk.second == Vocab::kEos) {
           std::vector<int64_t> toks(parent.tokens.begin() + 1, parent.tokens.end());
           const double score = logp / lengthPenalty(static_cast<int64_t>(toks.size()) + 1, o.lengthPenalty);
-          fin.push_back({std::move(toks), score});
+          fin.push_back({std::move(toks), score, logp});
         } else {
           Hyp h{parent.tokens, logp, rowOf[i]};
           h.tokens.push_back(hk.second);
@@ -350,11 +401,15 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
     auto& fin = finished[static_cast<size_t>(s)];
     for (const Hyp& h : live[static_cast<size_t>(s)])  // unfinished at the length limit
       fin.push_back({std::vector<int64_t>(h.tokens.begin() + 1, h.tokens.end()),
-                     h.logp / lengthPenalty(static_cast<int64_t>(h.tokens.size()), o.lengthPenalty)});
+                     h.logp / lengthPenalty(static_cast<int64_t>(h.tokens.size()), o.lengthPenalty),
+                     h.logp});
     const auto best = std::max_element(fin.begin(), fin.end(), [](const auto& a, const auto& b) {
       return a.score < b.score;
     });
-    if (best != fin.end()) out[static_cast<size_t>(s)] = best->tokens;
+    if (best != fin.end()) {
+      out[static_cast<size_t>(s)] = best->tokens;
+      scores[static_cast<size_t>(s)] = best->logp;
+    }
   }
 }
 

@@ -7,10 +7,13 @@
 // length bucket 16, 32, ... covering the longest output). Beam search reorders the cache
 // rows after their hypotheses. Without the cache (DecodeOptions::kvCache false) each step
 // runs `decode_at` over the whole prefix padded to a length bucket. Sentences are decoded in
-// batches of up to `batchSize` rows, sorted by length.
+// batches of up to `batchSize` rows (and `maxTokens` source tokens), sorted by length, and
+// returned in their input order.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +35,26 @@ struct DecodeOptions {
   // Reuse keys and values between steps (graphs decode_memory and decode_cached); false
   // recomputes the whole prefix every step (decode_at).
   bool kvCache = true;
+  // Batches by tokens too: rows x the longest source (with eos) of a batch at most this
+  // (0: rows only; a batch holds at least one sentence).
+  int64_t maxTokens = 0;
+  // Called after each batch with the sentences done so far and the total.
+  std::function<void(size_t, size_t)> progress;
+};
+
+// What a translate() call did: the figures `tgc translate --stats` prints. Times exclude
+// compiling (compileSeconds, spent the first time a shape runs).
+struct DecodeStats {
+  int64_t sentences = 0, batches = 0;
+  int64_t tokens = 0;  // target tokens generated (without eos)
+  int64_t steps = 0;   // decoder runs, one position each (with the cache)
+  double encodeSeconds = 0;      // encode and decode_memory
+  double stepSeconds = 0;        // the decoder steps (graph runs)
+  double searchSeconds = 0;      // everything else: selecting tokens, reordering caches
+  double firstTokenSeconds = 0;  // from the call to the first batch's first step's output
+  double firstTokenCompileSeconds = 0;  // the part of it spent compiling
+  double totalSeconds = 0;
+  double compileSeconds = 0;
 };
 
 class Translator {
@@ -44,9 +67,13 @@ class Translator {
   // New parameter values (the trainer's, before a validation).
   void setParams(std::map<std::string, Tensor> params) { params_ = std::move(params); }
 
-  // Target ids of each source (without bos or eos).
+  // Target ids of each source (without bos or eos); with `scores`, the log-probability of
+  // each translation (its tokens and eos) under the model.
   std::vector<std::vector<int64_t>> translate(const std::vector<std::vector<int64_t>>& sources,
-                                              const DecodeOptions& options = {});
+                                              const DecodeOptions& options = {},
+                                              std::vector<double>* scores = nullptr);
+  // The figures of the latest translate() call.
+  const DecodeStats& stats() const { return stats_; }
 
   double compileSeconds() const { return compileSeconds_; }
   int compiledShapes() const { return static_cast<int>(encoders_.size() + decoders_.size()); }
@@ -66,9 +93,15 @@ class Translator {
   // Log-probabilities [B, V] after each row's prefix.
   Tensor step(const Tensor& src, const Tensor& memory, const std::vector<std::vector<int64_t>>& prefixes);
   void greedyBatch(const std::vector<const std::vector<int64_t>*>& sources, int64_t rows,
-                   const DecodeOptions& o, std::vector<std::vector<int64_t>>& out);
+                   const DecodeOptions& o, std::vector<std::vector<int64_t>>& out,
+                   std::vector<double>& scores);
   void beamBatch(const std::vector<const std::vector<int64_t>*>& sources, int64_t sentences,
-                 const DecodeOptions& o, std::vector<std::vector<int64_t>>& out);
+                 const DecodeOptions& o, std::vector<std::vector<int64_t>>& out,
+                 std::vector<double>& scores);
+  void stepDone();  // counts a decoder step; the first one's end is the first token
+  // Runs f, adding its time less what compiling took to `seconds`.
+  template <class F>
+  auto timed(double& seconds, F&& f);
   std::map<std::string, Tensor> inputs(std::map<std::string, Tensor> data) const;
 
   ModelSpec model_;
@@ -78,6 +111,9 @@ class Translator {
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<runtime::Executable>> decoders_;
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, std::unique_ptr<runtime::Executable>> graphs_;
   double compileSeconds_ = 0;
+  DecodeStats stats_;
+  std::chrono::steady_clock::time_point started_;
+  double compiledBefore_ = 0;  // compileSeconds_ when the translate() call began
 };
 
 // The smallest of 16, 32, 64, ... that is at least n (source and prefix lengths).

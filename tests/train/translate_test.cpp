@@ -4,7 +4,11 @@
 // with the key/value cache gives what recomputing every prefix gives.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/evaluate.h"
@@ -77,6 +81,60 @@ TEST(TranslateTest, FreshTinyModelTranslatesEasyNumbers) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("exact match"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(64 sentences, greedy"), std::string::npos) << r.out;
+
+  // Batching by tokens changes the batches, not the translations; scores are log-probabilities.
+  DecodeOptions byTokens = greedy;
+  byTokens.maxTokens = 24;
+  std::vector<double> scores;
+  EXPECT_EQ(tr.translate(sources, byTokens, &scores), tr.translate(sources, greedy));
+  EXPECT_GT(tr.stats().batches, 4);
+  EXPECT_EQ(tr.stats().sentences, 96);
+  EXPECT_GT(tr.stats().steps, 0);
+  ASSERT_EQ(scores.size(), sources.size());
+  for (double s : scores) EXPECT_TRUE(std::isfinite(s) && s <= 0) << s;
+
+  // A file in, a file out, in input order, a blank line for a blank line; --scores and
+  // --stats; then `tgc eval --score` on what it wrote.
+  {
+    std::ofstream in(dir.str("in.txt"));
+    in << texts[3] << "\n" << texts[0] << "\n\n" << texts[1] << "\n";
+    std::ofstream ref(dir.str("ref.txt"));
+    ref << expected[3] << "\n" << expected[0] << "\n\n" << expected[1] << "\n";
+  }
+  r = tgc::testing::runTgc({"translate", "--checkpoint", dir.str(), "--input", dir.str("in.txt"),
+                            "--output", dir.str("out.txt"), "--max-tokens", "4", "--stats"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("translated 3 of 3 sentences"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("time to the first token"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.str("out.txt.tmp")));
+  {
+    std::ifstream out(dir.str("out.txt"));
+    std::stringstream s;
+    s << out.rdbuf();
+    EXPECT_EQ(s.str(), expected[3] + "\n" + expected[0] + "\n\n" + expected[1] + "\n");
+  }
+  r = tgc::testing::runTgc({"eval", "--score", dir.str("out.txt"), "--references", dir.str("ref.txt")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("exact match 100.00%"), std::string::npos) << r.out;
+  r = tgc::testing::runTgc({"translate", "--checkpoint", dir.str(), "--input", dir.str("in.txt"), "--scores"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\t" + expected[0] + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.0000\t\n"), std::string::npos) << r.out;  // the blank line
+  // An output that cannot be written is an error, and leaves nothing behind.
+  r = tgc::testing::runTgc({"translate", "--checkpoint", dir.str(), "--input", dir.str("in.txt"),
+                            "--output", dir.str("no-such-dir/out.txt")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  // Translations and references that do not pair up are refused.
+  {
+    std::ofstream two(dir.str("two.txt"));
+    two << expected[3] << "\n" << expected[0] << "\n";
+  }
+  r = tgc::testing::runTgc({"eval", "--score", dir.str("out.txt"), "--references", dir.str("two.txt")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has 4 lines but"), std::string::npos) << r.err;
 
   // A missing checkpoint is an error that says so.
   r = tgc::testing::runTgc({"translate", "--checkpoint", dir.str("nothing-here"), "三"});
