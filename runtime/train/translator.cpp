@@ -69,40 +69,30 @@ Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
 
 Translator::~Translator() = default;
 
-runtime::Executable& Translator::encoder(int64_t B, int64_t S) {
-  auto& slot = encoders_[{B, S}];
+runtime::Executable& Translator::compiled(std::unique_ptr<runtime::Executable>& slot,
+                                          const std::string& name, const Dims& dims) {
   if (!slot) {
+    if (decoding_) ++stats_.compilesWhileDecoding;
     const auto t0 = std::chrono::steady_clock::now();
-    CompiledModel m = compileModelFile(model_.path, model_.options("encode", {{"B", B}, {"S", S}}));
-    slot = runtime::Executable::compile(*m.graph, exec_);
-    compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return *slot;
-}
-
-runtime::Executable& Translator::decoder(int64_t B, int64_t S, int64_t T) {
-  auto& slot = decoders_[{B, S, T}];
-  if (!slot) {
-    const auto t0 = std::chrono::steady_clock::now();
-    CompiledModel m = compileModelFile(
-        model_.path, model_.options("decode_at", {{"B", B}, {"S", S}, {"T", T}}));
-    slot = runtime::Executable::compile(*m.graph, exec_);
-    compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return *slot;
-}
-
-runtime::Executable& Translator::graph(const std::string& name, int64_t B, int64_t S, int64_t T) {
-  auto& slot = graphs_[{name, B, S, T}];
-  if (!slot) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::pair<std::string, int64_t>> dims{{"B", B}, {"S", S}};
-    if (T > 0) dims.emplace_back("T", T);
     CompiledModel m = compileModelFile(model_.path, model_.options(name, dims));
     slot = runtime::Executable::compile(*m.graph, exec_);
     compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   return *slot;
+}
+
+runtime::Executable& Translator::encoder(int64_t B, int64_t S) {
+  return compiled(encoders_[{B, S}], "encode", {{"B", B}, {"S", S}});
+}
+
+runtime::Executable& Translator::decoder(int64_t B, int64_t S, int64_t T) {
+  return compiled(decoders_[{B, S, T}], "decode_at", {{"B", B}, {"S", S}, {"T", T}});
+}
+
+runtime::Executable& Translator::graph(const std::string& name, int64_t B, int64_t S, int64_t T) {
+  Dims dims{{"B", B}, {"S", S}};
+  if (T > 0) dims.emplace_back("T", T);
+  return compiled(graphs_[{name, B, S, T}], name, dims);
 }
 
 template <class F>
@@ -187,6 +177,19 @@ Tensor Translator::step(const Tensor& src, const Tensor& memory,
   return lp;
 }
 
+void Translator::prepare(const std::vector<const std::vector<int64_t>*>& batch, const DecodeOptions& o) {
+  const auto n = static_cast<int64_t>(batch.size());
+  const int64_t S = lengthBucket(longest(batch)), limit = maxSteps(batch, o);
+  encoder(nextPow2(n), S);  // (beam: the encoder runs once per sentence)
+  const int64_t B = nextPow2(n * o.beam);
+  if (o.kvCache) {
+    graph("decode_memory", B, S, 0);
+    graph("decode_cached", B, S, lengthBucket(limit + 1));
+  } else {  // the prefix (bos and up to limit - 1 tokens) in every bucket it passes
+    for (int64_t T = lengthBucket(1); T <= lengthBucket(limit); T *= 2) decoder(B, S, T);
+  }
+}
+
 std::vector<std::vector<int64_t>> Translator::translate(
     const std::vector<std::vector<int64_t>>& sources, const DecodeOptions& o,
     std::vector<double>* scores) {
@@ -203,14 +206,27 @@ std::vector<std::vector<int64_t>> Translator::translate(
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   const int64_t perBatch =
       std::max<int64_t>(1, o.beam == 1 ? o.batchSize : o.batchSize / o.beam);
+  // The batches, then every shape they run compiled before the first is decoded.
+  std::vector<std::vector<const std::vector<int64_t>*>> batches;
   for (size_t i = 0; i < order.size();) {
     // The first source is the batch's longest: rows x its length (with eos) bounds the tokens.
     const auto longestRow = static_cast<int64_t>(sources[order[i]].size()) + 1;
     size_t n = std::min(order.size() - i, static_cast<size_t>(perBatch));
     if (o.maxTokens > 0)
       n = std::clamp<size_t>(static_cast<size_t>(o.maxTokens / (longestRow * o.beam)), 1, n);
-    std::vector<const std::vector<int64_t>*> batch;
-    for (size_t k = 0; k < n; ++k) batch.push_back(&sources[order[i + k]]);
+    batches.emplace_back();
+    for (size_t k = 0; k < n; ++k) batches.back().push_back(&sources[order[i + k]]);
+    i += n;
+  }
+  for (const auto& batch : batches) prepare(batch, o);
+  decoding_ = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{decoding_};
+  for (size_t i = 0, b = 0; b < batches.size(); ++b) {
+    const auto& batch = batches[b];
+    const size_t n = batch.size();
     std::vector<std::vector<int64_t>> result(n);
     std::vector<double> batchScores(n, 0.0);
     if (o.beam == 1)

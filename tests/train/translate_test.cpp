@@ -68,6 +68,7 @@ TEST(TranslateTest, FreshTinyModelTranslatesEasyNumbers) {
     cached.beam = full.beam = b;
     full.kvCache = false;
     EXPECT_EQ(tr.translate(sources, cached), tr.translate(sources, full)) << "beam " << b;
+    EXPECT_EQ(tr.stats().compilesWhileDecoding, 0) << "beam " << b;  // every shape compiled first
   }
 
   // The command line, on the checkpoint the run ended with.
@@ -90,6 +91,7 @@ TEST(TranslateTest, FreshTinyModelTranslatesEasyNumbers) {
   EXPECT_GT(tr.stats().batches, 4);
   EXPECT_EQ(tr.stats().sentences, 96);
   EXPECT_GT(tr.stats().steps, 0);
+  EXPECT_EQ(tr.stats().compilesWhileDecoding, 0);
   ASSERT_EQ(scores.size(), sources.size());
   for (double s : scores) EXPECT_TRUE(std::isfinite(s) && s <= 0) << s;
 
