@@ -1,0 +1,209 @@
+#include "codegen/gemm_int8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "support/thread_pool.h"
+
+namespace tgc::codegen {
+
+#define TGC_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+namespace {
+
+constexpr int64_t kRows = 8;    // rows of A per micro-kernel call
+constexpr int64_t kCols = 32;   // columns per packed block (two zmm of 16 lanes)
+
+int8_t quantize(float x, float inv) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(x * inv), -127.0f, 127.0f));
+}
+
+// The row's scale: max |x| / 127 (1 for an all-zero row, whose quantized values are 0).
+float rowScale(const float* x, int64_t n, int64_t stride) {
+  float mx = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::fabs(x[i * stride]);
+    if (!(v <= std::numeric_limits<float>::max()))  // inf and NaN
+      throw std::invalid_argument("int8 quantization: the values hold an inf or a NaN");
+    mx = std::max(mx, v);
+  }
+  return mx > 0 ? mx / 127.0f : 1.0f;
+}
+
+// 8 rows of unsigned A (a_q + 128, [8][4 * kq] bytes, row stride lda) times one packed block
+// of 32 columns: the raw unsigned sums into acc[8][32].
+TGC_VNNI void vnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t kq,
+                        int32_t* acc) {
+  __m512i c[kRows][2];
+  for (auto& r : c) r[0] = r[1] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(bp + q * 128);
+    const __m512i b1 = _mm512_loadu_si512(bp + q * 128 + 64);
+    for (int64_t r = 0; r < kRows; ++r) {
+      int32_t four;
+      __builtin_memcpy(&four, a + r * lda + q * 4, 4);
+      const __m512i av = _mm512_set1_epi32(four);
+      c[r][0] = _mm512_dpbusd_epi32(c[r][0], av, b0);
+      c[r][1] = _mm512_dpbusd_epi32(c[r][1], av, b1);
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    _mm512_storeu_si512(acc + r * kCols, c[r][0]);
+    _mm512_storeu_si512(acc + r * kCols + 16, c[r][1]);
+  }
+}
+
+// The same sums with plain integer loops.
+void portableBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc) {
+  std::fill(acc, acc + kRows * kCols, 0);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t q = 0; q < kq; ++q)
+      for (int64_t j = 0; j < kCols; ++j)
+        for (int64_t t = 0; t < 4; ++t)
+          acc[r * kCols + j] += static_cast<int32_t>(a[r * lda + q * 4 + t]) *
+                                static_cast<int32_t>(bp[q * 128 + j * 4 + t]);
+}
+
+// Runs fn(row0, block) over every (8-row group, column block), split over the pool by blocks
+// of rows.
+template <class Fn>
+void forTiles(int64_t m, const Int8Weights& w, ThreadPool* pool, const Fn& fn) {
+  const int64_t groups = (m + kRows - 1) / kRows, tiles = groups * w.blocks();
+  auto range = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(t / w.blocks() * kRows, t % w.blocks());
+  };
+  if (pool && tiles > 1) pool->parallelFor(tiles, range);
+  else range(0, tiles);
+}
+
+// The unsigned A, a_q + 128, with rows padded to a multiple of 8 and K to the packed K. The
+// padding is 0 (not 128), so it adds nothing, and the offset's 128 * colSum covers the real
+// entries exactly.
+std::vector<uint8_t> unsignedRows(const int8_t* aq, int64_t m, int64_t lda, const Int8Weights& w,
+                                  int64_t& ld) {
+  ld = w.kQuads() * 4;
+  const int64_t rows = (m + kRows - 1) / kRows * kRows;
+  std::vector<uint8_t> u(static_cast<size_t>(rows * ld), 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < w.k; ++kk)
+      u[static_cast<size_t>(i * ld + kk)] = static_cast<uint8_t>(aq[i * lda + kk] + 128);
+  return u;
+}
+
+}  // namespace
+
+bool hostHasVnni() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+Int8Weights packWeights(const int8_t* wq, int64_t k, int64_t n, int64_t ldw, std::vector<float> scale) {
+  if (k < 0 || n < 0 || static_cast<int64_t>(scale.size()) != n)
+    throw std::invalid_argument("int8 weights: bad shape or scales");
+  if (k >= (int64_t{1} << 16))
+    throw std::invalid_argument("int8 weights: K must be below 65536 (32-bit sums)");
+  Int8Weights w;
+  w.k = k;
+  w.n = n;
+  w.scale = std::move(scale);
+  w.packed.assign(static_cast<size_t>(w.blocks() * w.kQuads() * 128), 0);
+  w.colSum.assign(static_cast<size_t>(n), 0);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t v = wq[kk * ldw + j];
+      w.packed[static_cast<size_t>(((j / 32) * w.kQuads() + kk / 4) * 128 + (j % 32) * 4 + kk % 4)] = v;
+      w.colSum[static_cast<size_t>(j)] += v;
+    }
+  return w;
+}
+
+Int8Weights quantizeWeights(const float* w, int64_t k, int64_t n, int64_t ldw) {
+  std::vector<float> scale(static_cast<size_t>(n));
+  std::vector<int8_t> q(static_cast<size_t>(k * n));
+  for (int64_t j = 0; j < n; ++j) {
+    const float s = rowScale(w + j, k, ldw);
+    scale[static_cast<size_t>(j)] = s;
+    for (int64_t kk = 0; kk < k; ++kk) q[static_cast<size_t>(kk * n + j)] = quantize(w[kk * ldw + j], 1 / s);
+  }
+  return packWeights(q.data(), k, n, n, std::move(scale));
+}
+
+void quantizeRows(const float* a, int64_t m, int64_t k, int64_t lda, int8_t* q, float* scale) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float s = rowScale(a + i * lda, k, 1);
+    scale[i] = s;
+    for (int64_t kk = 0; kk < k; ++kk) q[i * k + kk] = quantize(a[i * lda + kk], 1 / s);
+  }
+}
+
+namespace {
+
+// Every tile's unsigned sums, handed with the tile's place to store(row0, col0, rows, cols,
+// acc), which takes the offset back and writes C.
+template <class Store>
+void tiles(const uint8_t* u, int64_t ld, int64_t m, const Int8Weights& w, ThreadPool* pool,
+           bool vnni, const Store& store) {
+  const bool fast = vnni && hostHasVnni();
+  forTiles(m, w, pool, [&](int64_t row0, int64_t block) {
+    alignas(64) int32_t acc[kRows * kCols];
+    const int8_t* bp = w.packed.data() + block * w.kQuads() * 128;
+    if (fast) vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
+    else portableBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
+    const int64_t col0 = block * kCols;
+    store(row0, col0, std::min(kRows, m - row0), std::min(kCols, w.n - col0), acc);
+  });
+}
+
+}  // namespace
+
+void int8GemmS32(const int8_t* aq, int64_t m, int64_t lda, const Int8Weights& w, int32_t* c,
+                 int64_t ldc, ThreadPool* pool, bool vnni) {
+  if (m <= 0 || w.n == 0) return;
+  int64_t ld = 0;
+  const std::vector<uint8_t> u = unsignedRows(aq, m, lda, w, ld);
+  tiles(u.data(), ld, m, w, pool, vnni,
+        [&](int64_t row0, int64_t col0, int64_t rows, int64_t cols, const int32_t* acc) {
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < cols; ++j)
+              c[(row0 + r) * ldc + col0 + j] =
+                  acc[r * kCols + j] - 128 * w.colSum[static_cast<size_t>(col0 + j)];
+        });
+}
+
+void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, const float* bias,
+              float* c, int64_t ldc, ThreadPool* pool, bool vnni) {
+  if (m <= 0 || w.n == 0) return;
+  // Each row quantized straight into the unsigned layout, rows split over the pool.
+  const int64_t ld = w.kQuads() * 4, padded = (m + kRows - 1) / kRows * kRows;
+  std::vector<uint8_t> u(static_cast<size_t>(padded * ld), 0);
+  std::vector<float> sa(static_cast<size_t>(m));
+  auto quantizeRange = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float s = rowScale(a + i * lda, w.k, 1);
+      sa[static_cast<size_t>(i)] = s;
+      for (int64_t kk = 0; kk < w.k; ++kk)
+        u[static_cast<size_t>(i * ld + kk)] = static_cast<uint8_t>(quantize(a[i * lda + kk], 1 / s) + 128);
+    }
+  };
+  if (pool && m > 1) pool->parallelFor(m, quantizeRange);
+  else quantizeRange(0, m);
+  tiles(u.data(), ld, m, w, pool, vnni,
+        [&](int64_t row0, int64_t col0, int64_t rows, int64_t cols, const int32_t* acc) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const float sr = sa[static_cast<size_t>(row0 + r)];
+            float* crow = c + (row0 + r) * ldc + col0;
+            for (int64_t j = 0; j < cols; ++j) {
+              const auto n = static_cast<size_t>(col0 + j);
+              const float v = sr * w.scale[n] * static_cast<float>(acc[r * kCols + j] - 128 * w.colSum[n]);
+              crow[j] = bias ? v + bias[col0 + j] : v;
+            }
+          }
+        });
+}
+
+}  // namespace tgc::codegen
