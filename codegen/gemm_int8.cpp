@@ -1,13 +1,20 @@
 #include "codegen/gemm_int8.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
 #include "support/thread_pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TGC_INT8_X86 1
+// GCC 12 sees the _mm512_undefined_* pass-through operands of the masked builtins behind the
+// AVX-512 intrinsics (unused under an all-ones mask) as uninitialized once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace tgc::codegen {
 
@@ -34,6 +41,7 @@ float rowScale(const float* x, int64_t n, int64_t stride) {
   return mx > 0 ? mx / 127.0f : 1.0f;
 }
 
+#if TGC_INT8_X86
 // 8 rows of unsigned A (a_q + 128, [8][4 * kq] bytes, row stride lda) times one packed block
 // of 32 columns: the raw unsigned sums into acc[8][32].
 TGC_VNNI void vnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t kq,
@@ -56,6 +64,8 @@ TGC_VNNI void vnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t
     _mm512_storeu_si512(acc + r * kCols + 16, c[r][1]);
   }
 }
+
+#endif
 
 // The same sums with plain integer loops.
 void portableBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc) {
@@ -94,12 +104,50 @@ std::vector<uint8_t> unsignedRows(const int8_t* aq, int64_t m, int64_t lda, cons
   return u;
 }
 
+#if TGC_INT8_X86
+// One row of x quantized into u (a_q + 128) with scale s (rowScale's rule), 16 values at a
+// time: the multiply, round-to-nearest-even conversion and clamp of quantize(), vectorized.
+TGC_VNNI float quantizeRowVnni(const float* x, int64_t k, uint8_t* u) {
+  __m512 mx = _mm512_setzero_ps();
+  __mmask16 finite = 0xffff;
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m512 v = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+    finite &= _mm512_cmp_ps_mask(v, _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_LE_OQ);
+    mx = _mm512_max_ps(mx, v);
+  }
+  float m = _mm512_reduce_max_ps(mx);
+  for (; i < k; ++i) {
+    const float v = std::fabs(x[i]);
+    if (!(v <= std::numeric_limits<float>::max())) finite = 0;
+    m = std::max(m, v);
+  }
+  if (finite != 0xffff) throw std::invalid_argument("int8 quantization: the values hold an inf or a NaN");
+  const float s = m > 0 ? m / 127.0f : 1.0f, inv = 1 / s;
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
+  for (i = 0; i + 16 <= k; i += 16) {
+    __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q, lo), hi), off);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(u + i), _mm512_cvtepi32_epi8(q));
+  }
+  for (; i < k; ++i) u[i] = static_cast<uint8_t>(quantize(x[i], inv) + 128);
+  return s;
+}
+
+#endif
+
 }  // namespace
 
 bool hostHasVnni() {
+#if TGC_INT8_X86
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vnni");
   return has;
+#else
+  return false;
+#endif
 }
 
 Int8Weights packWeights(const int8_t* wq, int64_t k, int64_t n, int64_t ldw, std::vector<float> scale) {
@@ -149,11 +197,16 @@ template <class Store>
 void tiles(const uint8_t* u, int64_t ld, int64_t m, const Int8Weights& w, ThreadPool* pool,
            bool vnni, const Store& store) {
   const bool fast = vnni && hostHasVnni();
+  (void)fast;  // (no VNNI kernels off x86)
   forTiles(m, w, pool, [&](int64_t row0, int64_t block) {
     alignas(64) int32_t acc[kRows * kCols];
     const int8_t* bp = w.packed.data() + block * w.kQuads() * 128;
-    if (fast) vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
-    else portableBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
+#if TGC_INT8_X86
+    if (fast) {
+      vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
+    } else
+#endif
+      portableBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
     const int64_t col0 = block * kCols;
     store(row0, col0, std::min(kRows, m - row0), std::min(kCols, w.n - col0), acc);
   });
@@ -182,8 +235,16 @@ void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, cons
   const int64_t ld = w.kQuads() * 4, padded = (m + kRows - 1) / kRows * kRows;
   std::vector<uint8_t> u(static_cast<size_t>(padded * ld), 0);
   std::vector<float> sa(static_cast<size_t>(m));
+  const bool fast = vnni && hostHasVnni();
+  (void)fast;
   auto quantizeRange = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
+#if TGC_INT8_X86
+      if (fast) {
+        sa[static_cast<size_t>(i)] = quantizeRowVnni(a + i * lda, w.k, u.data() + i * ld);
+        continue;
+      }
+#endif
       const float s = rowScale(a + i * lda, w.k, 1);
       sa[static_cast<size_t>(i)] = s;
       for (int64_t kk = 0; kk < w.k; ++kk)

@@ -130,6 +130,14 @@ TEST(GemmInt8, FloatGemmIsTheDequantizedProduct) {
     }
   // The quantization error itself: about 1% of the largest product here.
   EXPECT_LT(err, 0.03 * mag);
+  // The vectorized quantizer and kernels give the portable path's bits (odd K: a tail).
+  for (int64_t kk : {k, int64_t{37}}) {
+    const Int8Weights p2 = quantizeWeights(w.data(), kk, n, n);
+    std::vector<float> fast(static_cast<size_t>(m * n)), plain(fast.size());
+    int8Gemm(a.data(), m, k, p2, nullptr, fast.data(), n, &pool, true);
+    int8Gemm(a.data(), m, k, p2, nullptr, plain.data(), n, &pool, false);
+    EXPECT_EQ(fast, plain) << "K " << kk;
+  }
 }
 
 }  // namespace
