@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "ir/quantize.h"
 #include "support/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -25,9 +26,7 @@ namespace {
 constexpr int64_t kRows = 8;    // rows of A per micro-kernel call
 constexpr int64_t kCols = 32;   // columns per packed block (two zmm of 16 lanes)
 
-int8_t quantize(float x, float inv) {
-  return static_cast<int8_t>(std::clamp(std::nearbyint(x * inv), -127.0f, 127.0f));
-}
+int8_t quantize(float x, float inv) { return quantizeInt8(x, inv); }
 
 // The row's scale: max |x| / 127 (1 for an all-zero row, whose quantized values are 0).
 float rowScale(const float* x, int64_t n, int64_t stride) {
@@ -38,7 +37,7 @@ float rowScale(const float* x, int64_t n, int64_t stride) {
       throw std::invalid_argument("int8 quantization: the values hold an inf or a NaN");
     mx = std::max(mx, v);
   }
-  return mx > 0 ? mx / 127.0f : 1.0f;
+  return int8Scale(mx);
 }
 
 #if TGC_INT8_X86
@@ -123,7 +122,7 @@ TGC_VNNI float quantizeRowVnni(const float* x, int64_t k, uint8_t* u) {
     m = std::max(m, v);
   }
   if (finite != 0xffff) throw std::invalid_argument("int8 quantization: the values hold an inf or a NaN");
-  const float s = m > 0 ? m / 127.0f : 1.0f, inv = 1 / s;
+  const float s = int8Scale(m), inv = 1 / s;
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
   for (i = 0; i + 16 <= k; i += 16) {

@@ -3,7 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <memory>
+
 #include "codegen/attention_cpu.h"
+#include "codegen/gemm_int8.h"
 #include "codegen/loss_kernels.h"
 
 namespace tgc::codegen {
@@ -47,6 +51,35 @@ LibraryKernel bindFusedAttentionGrad(const Node& n) {
   };
 }
 
+// quantized_matmul(x, w): the weights are quantized and packed at the first run and, with
+// weights_constant, kept for every run after it (the caller promises the same values: the
+// executable may hand the kernel the same buffer with new contents, so nothing here could
+// tell); without it every run packs them.
+LibraryKernel bindQuantizedMatmul(const Node& n) {
+  const TensorType& w = n.operand(1)->type();
+  const int64_t k = w.shape[0], cols = w.shape[1];
+  const int64_t rows = k == 0 ? 0 : n.operand(0)->type().numel() / k;
+  const int64_t outElems = n.result()->type().numel();
+  const bool constant = n.attrBool("weights_constant");
+  struct Packed {
+    bool ready = false;
+    Int8Weights weights;
+  };
+  auto packed = std::make_shared<Packed>();
+  return [=](const void* const* in, void* const* out, ThreadPool& pool) {
+    float* y = static_cast<float*>(out[0]);
+    if (k == 0) {
+      std::fill(y, y + outElems, 0.0f);
+      return;
+    }
+    if (!constant || !packed->ready) {
+      packed->weights = quantizeWeights(static_cast<const float*>(in[1]), k, cols, cols);
+      packed->ready = true;
+    }
+    int8Gemm(static_cast<const float*>(in[0]), rows, k, packed->weights, nullptr, y, cols, &pool);
+  };
+}
+
 [[noreturn]] LibraryKernel none(const Node& n) {
   throw IRError(fmt::format("{}: the CPU backend has no library kernel for this op",
                             describeNode(n)));
@@ -82,6 +115,7 @@ LibraryKernel bindLibraryKernel(const Node& n) {
     case OpKind::SoftmaxCrossEntropy: return bindSoftmaxCrossEntropy(n);
     case OpKind::SoftmaxCrossEntropyGrad: return bindSoftmaxCrossEntropyGrad(n);
     case OpKind::LayerNormGrad: return bindLayerNormGrad(n);
+    case OpKind::QuantizedMatmul: return bindQuantizedMatmul(n);
     // Every other op runs elsewhere (codegen::classify decides which ops are library ops);
     // a library op missing above is refused here, naming the node, when a graph compiles.
     default:

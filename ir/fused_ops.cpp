@@ -166,6 +166,19 @@ std::vector<TensorType> inferSoftmaxCrossEntropyGrad(const InferContext& c) {
   return {c.operands[0]};
 }
 
+std::vector<TensorType> inferQuantizedMatmul(const InferContext& c) {
+  const TensorType &x = c.operands[0], &w = c.operands[1];
+  if (x.dtype != DType::f32 || w.dtype != DType::f32)
+    fail(fmt::format("operands {} and {} must be f32", x.str(), w.str()));
+  if (x.rank() < 1 || w.rank() != 2 || x.shape.back() != w.shape[0])
+    fail(fmt::format("x {} [..., K] and w {} [K, N] do not multiply", x.str(), w.str()));
+  if (w.shape[0] >= (int64_t{1} << 16))
+    fail(fmt::format("K = {} must be below 65536 (32-bit integer sums)", w.shape[0]));
+  TensorType y = x;
+  y.shape.back() = w.shape[1];
+  return {y};
+}
+
 std::vector<TensorType> inferLayerNormGrad(const InferContext& c) {
   const TensorType &x = c.operands[0], &gamma = c.operands[1], &dy = c.operands[2];
   if (!isFloat(x.dtype) || x.rank() < 1)

@@ -75,5 +75,6 @@ std::vector<TensorType> inferFusedAttentionGrad(const InferContext& c);
 std::vector<TensorType> inferSoftmaxCrossEntropy(const InferContext& c);
 std::vector<TensorType> inferSoftmaxCrossEntropyGrad(const InferContext& c);
 std::vector<TensorType> inferLayerNormGrad(const InferContext& c);
+std::vector<TensorType> inferQuantizedMatmul(const InferContext& c);
 
 }  // namespace tgc

@@ -21,5 +21,6 @@ void referenceSoftmaxCrossEntropy(const Node& n, const RefOperands& in, std::vec
 void referenceSoftmaxCrossEntropyGrad(const Node& n, const RefOperands& in,
                                       std::vector<Tensor>& outs);
 void referenceLayerNormGrad(const Node& n, const RefOperands& in, std::vector<Tensor>& outs);
+void referenceQuantizedMatmul(const Node& n, const RefOperands& in, std::vector<Tensor>& outs);
 
 }  // namespace tgc

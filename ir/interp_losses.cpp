@@ -1,10 +1,13 @@
 // Reference kernels of softmax_cross_entropy, its gradient and layer_norm_grad
 // (ir/fused_ops.h): plain row loops in double, rounded to the dtype on store.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "ir/interp_fused.h"
+#include "ir/quantize.h"
 
 namespace tgc {
 
@@ -97,6 +100,39 @@ void referenceLayerNormGrad(const Node& n, const RefOperands& in, std::vector<Te
   for (int64_t j = 0; j < d; ++j) {
     outs[1].setF(j, dgamma[static_cast<size_t>(j)]);
     outs[2].setF(j, dbeta[static_cast<size_t>(j)]);
+  }
+}
+
+// The int8 product as the kernels compute it (ir/quantize.h), in f32 for the scales and
+// exact integers for the sums, so the compiled op matches it bit for bit.
+void referenceQuantizedMatmul(const Node&, const RefOperands& in, std::vector<Tensor>& outs) {
+  const Tensor &x = *in[0], &w = *in[1];
+  const int64_t k = w.shape()[0], n = w.shape()[1], rows = k == 0 ? 0 : x.numel() / k;
+  std::vector<float> ws(static_cast<size_t>(n));
+  std::vector<int8_t> wq(static_cast<size_t>(k * n));
+  for (int64_t j = 0; j < n; ++j) {
+    float mx = 0;
+    for (int64_t kk = 0; kk < k; ++kk) mx = std::max(mx, std::fabs(static_cast<float>(w.getF(kk * n + j))));
+    ws[static_cast<size_t>(j)] = int8Scale(mx);
+    for (int64_t kk = 0; kk < k; ++kk)
+      wq[static_cast<size_t>(kk * n + j)] = quantizeInt8(static_cast<float>(w.getF(kk * n + j)), 1 / ws[static_cast<size_t>(j)]);
+  }
+  std::vector<int8_t> xq(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows; ++r) {
+    float mx = 0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float v = std::fabs(static_cast<float>(x.getF(r * k + kk)));
+      if (!(v <= std::numeric_limits<float>::max()))
+        throw IRError("quantized_matmul: the activations hold an inf or a NaN");
+      mx = std::max(mx, v);
+    }
+    const float s = int8Scale(mx);
+    for (int64_t kk = 0; kk < k; ++kk) xq[static_cast<size_t>(kk)] = quantizeInt8(static_cast<float>(x.getF(r * k + kk)), 1 / s);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t acc = 0;
+      for (int64_t kk = 0; kk < k; ++kk) acc += xq[static_cast<size_t>(kk)] * wq[static_cast<size_t>(kk * n + j)];
+      outs[0].setF(r * n + j, s * ws[static_cast<size_t>(j)] * static_cast<float>(acc));
+    }
   }
 }
 

@@ -610,6 +610,7 @@ void compute(const Node& n, const Operands& in, std::vector<Tensor>& outs) {
     case OpKind::SoftmaxCrossEntropy: return referenceSoftmaxCrossEntropy(n, in, outs);
     case OpKind::SoftmaxCrossEntropyGrad: return referenceSoftmaxCrossEntropyGrad(n, in, outs);
     case OpKind::LayerNormGrad: return referenceLayerNormGrad(n, in, outs);
+    case OpKind::QuantizedMatmul: return referenceQuantizedMatmul(n, in, outs);
   }
   fail(n, "unknown op");
 }

@@ -280,7 +280,7 @@ class Differentiator {
       // The backward ops themselves: no second derivatives.
       case OpKind::FusedAttentionGrad:
       case OpKind::SoftmaxCrossEntropyGrad:
-      case OpKind::LayerNormGrad:
+      case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
         break;
     }
     throw IRError(fmt::format("autodiff: no gradient rule for {}", describeNode(n)));

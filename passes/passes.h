@@ -22,6 +22,7 @@ bool runFuseNorms(Graph& g, PassContext& ctx);
 // fuse_activations.cpp: GELU written out (erf or tanh form, recognized by what it computes)
 // becomes gelu (before autodiff, with the other forward fusions).
 bool runFuseActivations(Graph& g, PassContext& ctx);
+bool runQuantize(Graph& g, PassContext& ctx);
 // fuse_cross_entropy.cpp: log_softmax + one-hot + label-smoothed NLL -> softmax_cross_entropy.
 bool runFuseCrossEntropy(Graph& g, PassContext& ctx);
 // fuse_ffn.cpp: the ReLU gradient of ReLU -> dropout reads the dropout's output only (after

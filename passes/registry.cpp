@@ -44,6 +44,11 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "and sigmoid, in any spelling that computes them -> gelu, silu, sigmoid, which GEMM "
       "epilogues fold (before autodiff)",
       runFuseActivations);
+  add("quantize",
+      "x @ w with w a parameter [K, N] -> quantized_matmul: int8 weights per column, "
+      "activations per row, exact integer sums (inference graphs; tgc translate and tgc run "
+      "--quantize int8)",
+      runQuantize);
   add("fuse-ffn",
       "ReLU -> dropout: the ReLU gradient tests the dropout's output D > 0 instead of the "
       "ReLU input and the keep mask, so only D is saved (after autodiff)",

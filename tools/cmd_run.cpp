@@ -29,6 +29,8 @@
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "runtime/cuda/cuda_executable.h"
+#include "passes/pass.h"
+#include "passes/passes.h"
 #include "runtime/executable.h"
 #include "runtime/gradcheck.h"
 #include "runtime/param_store.h"
@@ -479,6 +481,11 @@ void runGraph(const RunOptions& o) {
   } else {
     g = readGraph(o.file);
   }
+  if (o.quantize == "int8") {  // every backend runs the quantized graph (the interpreter: its reference)
+    PassContext ctx;
+    if (!runQuantize(*g, ctx))
+      std::cerr << "tgc run: --quantize int8: no matmul by a parameter weight to quantize\n";
+  }
   auto inputs = gatherInputs(*g, o, std::move(params));
 
   Timing timing;
@@ -547,6 +554,10 @@ void registerRun(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--print", o->print,
                 "Print each result's type, min/max/mean and first values to stdout");
+  cmd->add_option("--quantize", o->quantize,
+                  "int8: matmuls by a parameter weight run in int8 (pass quantize: weights per "
+                  "column, activations per row; VPDPBUSD where the host has it)")
+      ->check(CLI::IsMember({"int8"}));
   cmd->add_flag("--f64", o->f64,
                 "Compute every float op in float64 and return float64 results (inputs are "
                 "widened)");

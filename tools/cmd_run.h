@@ -30,6 +30,7 @@ struct RunOptions {
   std::string dist = "uniform";
   bool print = false;
   bool f64 = false;
+  std::string quantize;    // --quantize int8: the quantize pass before compiling
   std::string backend = "interp";
   int repeat = 1;
   CLI::Option* repeat_opt = nullptr;

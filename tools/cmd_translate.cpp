@@ -24,7 +24,7 @@ namespace {
 struct TranslateArgs {
   std::string checkpoint, model;
   std::vector<std::string> texts;
-  std::string input, output;
+  std::string input, output, quantize;
   int beam = 1;
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 64, maxTokens = 0;
@@ -88,6 +88,7 @@ int runTranslate(const TranslateArgs& a) {
   train::ModelSpec m = train::ModelSpec::fromJson(c.model);
   if (!a.model.empty()) m.path = std::filesystem::absolute(a.model).string();
   train::Translator tr(m, c.parameters(), exec);
+  tr.setQuantize(a.quantize == "int8");
 
   std::vector<std::string> texts = a.texts;
   if (!texts.empty() && !a.input.empty())
@@ -186,6 +187,10 @@ void registerTranslate(CLI::App& app) {
   cmd->add_flag("--scores", a->scores, "Put each translation's log-probability and a tab before it");
   cmd->add_flag("--stats", a->stats,
                 "Print tokens/s, time to the first token and time per step to stderr");
+  cmd->add_option("--quantize", a->quantize,
+                  "int8: the graphs' matmuls by weights run in int8 (pass quantize; weights per "
+                  "column, activations per row, VPDPBUSD where the host has it)")
+      ->check(CLI::IsMember({"int8"}));
   cmd->add_option("--max-tokens", a->maxTokens, "Source tokens per batch at most (0: rows only)")
       ->option_text("N")
       ->check(CLI::NonNegativeNumber);

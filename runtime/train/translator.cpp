@@ -9,6 +9,8 @@
 #include <limits>
 #include <numeric>
 
+#include "passes/pass.h"
+#include "passes/passes.h"
 #include "runtime/data/batching.h"
 #include "runtime/data/vocab.h"
 
@@ -69,12 +71,32 @@ Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
 
 Translator::~Translator() = default;
 
+void Translator::setParams(std::map<std::string, Tensor> params) {
+  params_ = std::move(params);
+  if (quantize_) forgetCompiled();
+}
+
+void Translator::setQuantize(bool on) {
+  if (on != quantize_) forgetCompiled();
+  quantize_ = on;
+}
+
+void Translator::forgetCompiled() {
+  encoders_.clear();
+  decoders_.clear();
+  graphs_.clear();
+}
+
 runtime::Executable& Translator::compiled(std::unique_ptr<runtime::Executable>& slot,
                                           const std::string& name, const Dims& dims) {
   if (!slot) {
     if (decoding_) ++stats_.compilesWhileDecoding;
     const auto t0 = std::chrono::steady_clock::now();
     CompiledModel m = compileModelFile(model_.path, model_.options(name, dims));
+    if (quantize_) {
+      PassContext ctx;
+      runQuantize(*m.graph, ctx);
+    }
     slot = runtime::Executable::compile(*m.graph, exec_);
     compileSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

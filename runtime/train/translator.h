@@ -66,8 +66,13 @@ class Translator {
              runtime::ExecOptions exec = runtime::ExecOptions::fromEnv());
   ~Translator();
 
-  // New parameter values (the trainer's, before a validation).
-  void setParams(std::map<std::string, Tensor> params) { params_ = std::move(params); }
+  // New parameter values (the trainer's, before a validation). Quantized graphs pack their
+  // weights once, so they are compiled again for new values.
+  void setParams(std::map<std::string, Tensor> params);
+
+  // int8 matmuls (pass quantize, codegen/gemm_int8.h) in every graph compiled from now on.
+  void setQuantize(bool on);
+  bool quantized() const { return quantize_; }
 
   // Target ids of each source (without bos or eos); with `scores`, the log-probability of
   // each translation (its tokens and eos) under the model.
@@ -106,6 +111,7 @@ class Translator {
                  const DecodeOptions& o, std::vector<std::vector<int64_t>>& out,
                  std::vector<double>& scores);
   void stepDone();  // counts a decoder step; the first one's end is the first token
+  void forgetCompiled();
   // Runs f, adding its time less what compiling took to `seconds`.
   template <class F>
   auto timed(double& seconds, F&& f);
@@ -122,6 +128,7 @@ class Translator {
   std::chrono::steady_clock::time_point started_;
   double compiledBefore_ = 0;  // compileSeconds_ when the translate() call began
   bool decoding_ = false;      // inside translate()'s decoding loop
+  bool quantize_ = false;
 };
 
 // The smallest of 16, 32, 64, ... that is at least n (source and prefix lengths).

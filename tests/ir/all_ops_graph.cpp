@@ -89,6 +89,8 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   Node* ce = g->add(OpKind::SoftmaxCrossEntropy, {x, idx}, smooth, {"xent", "xent.lse"});
   Node* ceg = g->add(OpKind::SoftmaxCrossEntropyGrad, {x, idx, ce->result(1), ce->result(0)},
                      smooth, {"xent.dlogits"});
+  Value* xt = node(OpKind::Transpose, {x}, {{"perm", std::vector<int64_t>{1, 0}}}, "xt");
+  node(OpKind::QuantizedMatmul, {x, xt}, {{"weights_constant", true}}, "qmm");
   Node* lng = g->add(OpKind::LayerNormGrad, {x, gamma, x}, {{"eps", 1e-3}},
                      {"ln.dx", "ln.dgamma", "ln.dbeta"});
   for (Node* n : {ce, ceg, lng})

@@ -141,5 +141,25 @@ INTERP_OP_TEST(LayerNormGrad, ConstantRowAndF32) {
   expectExact(r[2], ty(DType::f32, {4}), {1, 1, 1, 1});
 }
 
+INTERP_OP_TEST(QuantizedMatmul, RoundsToEvenAndSumsExactly) {
+  // x's row: scale 1/127, q = 127, -64 (-63.5 to even), 32 (31.75). w's columns: scale 1/127
+  // each, q = 127, 64, -127 and 0, 127, 32. Sums 7969 and -7104.
+  Tensor x = T(DType::f32, {1, 3}, {1, -0.5, 0.25});
+  Tensor w = T(DType::f32, {3, 2}, {1, 0, 0.5, 1, -1, 0.25});
+  auto r = runOpResults(OpKind::QuantizedMatmul, {x, w}, {});
+  const float s = 1.0f / 127;
+  expectExact(r[0], ty(DType::f32, {1, 2}), {s * s * 7969.0f, s * s * -7104.0f});
+  // Within the quantization error of the f32 product (0.5, -0.4375).
+  EXPECT_NEAR(r[0].getF(0), 0.5, 0.01);
+  EXPECT_NEAR(r[0].getF(1), -0.4375, 0.01);
+  // Leading dims are rows; an inf is refused.
+  Tensor x3 = T(DType::f32, {2, 1, 3}, {1, -0.5, 0.25, 0, 0, 0});
+  expectExact(runOpResults(OpKind::QuantizedMatmul, {x3, w}, {})[0], ty(DType::f32, {2, 1, 2}),
+              {s * s * 7969.0f, s * s * -7104.0f, 0, 0});
+  Tensor bad = T(DType::f32, {1, 3}, {1, std::numeric_limits<double>::infinity(), 0});
+  EXPECT_NE(errorOf([&] { runOpResults(OpKind::QuantizedMatmul, {bad, w}, {}); }).find("inf or a NaN"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tgc

@@ -83,6 +83,18 @@ TEST(TranslateTest, FreshTinyModelTranslatesEasyNumbers) {
   EXPECT_NE(r.out.find("exact match"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(64 sentences, greedy"), std::string::npos) << r.out;
 
+  // int8 matmuls (pass quantize) keep the easy numbers right, and new parameters are taken
+  // (the quantized graphs pack their weights once, so they compile again).
+  tr.setQuantize(true);
+  EXPECT_EQ(translateTexts(tr, t.data().srcVocab, t.data().tgtVocab, texts, greedy), expected);
+  std::map<std::string, Tensor> zeroed = t.parameters();
+  for (auto& [name, p] : zeroed)
+    if (name.find("generator") != std::string::npos) p = Tensor(p.type());  // all zeros
+  tr.setParams(zeroed);
+  EXPECT_NE(translateTexts(tr, t.data().srcVocab, t.data().tgtVocab, texts, greedy), expected);
+  tr.setParams(t.parameters());
+  tr.setQuantize(false);
+
   // Batching by tokens changes the batches, not the translations; scores are log-probabilities.
   DecodeOptions byTokens = greedy;
   byTokens.maxTokens = 24;
