@@ -65,14 +65,14 @@ int64_t lengthBucket(int64_t n) { return std::max<int64_t>(16, nextPow2(n)); }
 
 Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
                        runtime::ExecOptions exec)
-    : model_(std::move(model)), params_(std::move(params)), exec_(exec) {
+    : model_(std::move(model)), feed_(std::move(params)), exec_(exec) {
   exec_.updateInPlace = false;
 }
 
 Translator::~Translator() = default;
 
 void Translator::setParams(std::map<std::string, Tensor> params) {
-  params_ = std::move(params);
+  feed_ = std::move(params);
   if (quantize_) forgetCompiled();
 }
 
@@ -130,7 +130,10 @@ auto Translator::timed(double& seconds, F&& f) {
 Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory, int64_t limit) {
   const int64_t B = src.shape()[0], S = src.shape()[1];
   auto cross = timed(stats_.encodeSeconds, [&] {
-    return graph("decode_memory", B, S, 0).run(inputs({{"memory", memory}}));
+    Tensor mem = memory;  // (once a batch)
+    std::vector<Tensor> out;
+    run(graph("decode_memory", B, S, 0), {{"memory", &mem}}, out);
+    return out;
   });
   Cache c;
   c.src = src;
@@ -143,31 +146,50 @@ Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory
   return c;
 }
 
-Tensor Translator::cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos) {
+const Tensor& Translator::cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos) {
   const int64_t B = c.src.shape()[0], S = c.src.shape()[1], T = c.selfK.shape()[2];
   Tensor tok = i64Tensor({B, 1}), at = i64Tensor({1});
   for (int64_t b = 0; b < B; ++b)
     tok.as<int64_t>()[b] = tokens[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(tokens.size()) - 1))];
   at.as<int64_t>()[0] = pos;
-  auto out = timed(stats_.stepSeconds, [&] {
-    return graph("decode_cached", B, S, T)
-        .run(inputs({{"src", c.src}, {"cross_k", c.crossK}, {"cross_v", c.crossV},
-                     {"self_k", c.selfK}, {"self_v", c.selfV}, {"tok", tok}, {"pos", at}}));
+  timed(stats_.stepSeconds, [&] {
+    run(graph("decode_cached", B, S, T),
+        {{"src", &c.src}, {"cross_k", &c.crossK}, {"cross_v", &c.crossV}, {"self_k", &c.selfK},
+         {"self_v", &c.selfV}, {"tok", &tok}, {"pos", &at}},
+        c.out);
+    return 0;
   });
   stepDone();
-  c.selfK = std::move(out[1]);
-  c.selfV = std::move(out[2]);
-  return std::move(out[0]);
+  // The caches just read become the next step's output buffers: no tensor is allocated
+  // (and no page faulted in) per step.
+  std::swap(c.selfK, c.out[1]);
+  std::swap(c.selfV, c.out[2]);
+  return c.out[0];
 }
 
-std::map<std::string, Tensor> Translator::inputs(std::map<std::string, Tensor> data) const {
-  for (const auto& [name, t] : params_) data.emplace(name, t);
-  return data;
+void Translator::run(runtime::Executable& exe, std::vector<std::pair<std::string, Tensor*>> data,
+                     std::vector<Tensor>& out) {
+  // The data tensors move into the feed (which holds the parameters) for the run and back
+  // out after it: nothing is copied.
+  for (auto& [name, t] : data) std::swap(feed_[name], *t);
+  try {
+    exe.run(feed_, out);
+  } catch (...) {
+    for (auto& [name, t] : data) std::swap(feed_[name], *t);
+    throw;
+  }
+  for (auto& [name, t] : data) std::swap(feed_[name], *t);
 }
 
 Tensor Translator::encode(const Tensor& src) {
   const int64_t B = src.shape()[0], S = src.shape()[1];
-  return timed(stats_.encodeSeconds, [&] { return encoder(B, S).run(inputs({{"src", src}}))[0]; });
+  Tensor s = src;
+  std::vector<Tensor> out;
+  timed(stats_.encodeSeconds, [&] {
+    run(encoder(B, S), {{"src", &s}}, out);
+    return 0;
+  });
+  return std::move(out[0]);
 }
 
 void Translator::stepDone() {
@@ -193,7 +215,10 @@ Tensor Translator::step(const Tensor& src, const Tensor& memory,
     r[b] = b * T + static_cast<int64_t>(p.size()) - 1;
   }
   Tensor lp = timed(stats_.stepSeconds, [&] {
-    return decoder(B, S, T).run(inputs({{"src", src}, {"memory", memory}, {"tgt", tgt}, {"rows", rows}}))[0];
+    Tensor s = src, mem = memory;  // (the uncached path: a copy a step)
+    std::vector<Tensor> out;
+    run(decoder(B, S, T), {{"src", &s}, {"memory", &mem}, {"tgt", &tgt}, {"rows", &rows}}, out);
+    return std::move(out[0]);
   });
   stepDone();
   return lp;
@@ -287,7 +312,8 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
   for (int64_t t = 0; t < limit; ++t) {
     std::vector<int64_t> last;
     for (const auto& p : prefixes) last.push_back(p.back());
-    const Tensor lp = o.kvCache ? cachedStep(cache, last, t) : step(src, memory, prefixes);
+    Tensor uncached;
+    const Tensor& lp = o.kvCache ? cachedStep(cache, last, t) : (uncached = step(src, memory, prefixes));
     const int64_t V = lp.shape()[1];
     bool all = true;
     for (int64_t b = 0; b < rows; ++b) {
@@ -366,11 +392,15 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       rowsPrefix[static_cast<size_t>(row)] = prefixes[i];
       rowOf[i] = row;
     }
-    Tensor lp;
+    Tensor uncached;
+    const Tensor* lpp = &uncached;
     if (o.kvCache) {
       // Each row's cache rows come from the row its hypothesis's parent ran in.
       const int64_t layers = cache.selfK.shape()[0], rowFloats = cache.selfK.shape()[2] * cache.selfK.shape()[3];
-      Tensor k(cache.selfK.type()), v(cache.selfV.type());
+      // Into the buffers the last step's inputs held (free now), or new ones at the start.
+      if (cache.out.size() < 3) cache.out = {Tensor(), Tensor(cache.selfK.type()), Tensor(cache.selfV.type())};
+      Tensor& k = cache.out[1];
+      Tensor& v = cache.out[2];
       for (size_t i = 0; i < prefixes.size(); ++i) {
         const int64_t from = live[static_cast<size_t>(owner[i].first)][owner[i].second].cacheRow;
         for (int64_t l = 0; l < layers; ++l) {
@@ -380,14 +410,15 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
                       v.as<float>() + (l * B + rowOf[i]) * rowFloats);
         }
       }
-      cache.selfK = std::move(k);
-      cache.selfV = std::move(v);
+      std::swap(cache.selfK, k);
+      std::swap(cache.selfV, v);
       std::vector<int64_t> last;
       for (const auto& p : rowsPrefix) last.push_back(p.back());
-      lp = cachedStep(cache, last, t);
+      lpp = &cachedStep(cache, last, t);
     } else {
-      lp = step(src, memory, rowsPrefix);
+      uncached = step(src, memory, rowsPrefix);
     }
+    const Tensor& lp = *lpp;
     const int64_t V = lp.shape()[1];
 
     std::vector<std::vector<std::pair<double, std::pair<size_t, int64_t>>>> cands(

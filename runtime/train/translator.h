@@ -97,10 +97,13 @@ class Translator {
   // The state of cached decoding for one batch.
   struct Cache {
     Tensor src, crossK, crossV, selfK, selfV;
+    std::vector<Tensor> out;  // the last step's outputs: log-probabilities and the buffers
+                              // the next step writes its caches into
   };
   Cache startCache(const Tensor& src, const Tensor& memory, int64_t limit);
   // Log-probabilities [B, V] after feeding tokens[b] at position pos; updates the caches.
-  Tensor cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos);
+  // (The result lives in c until the next step.)
+  const Tensor& cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos);
   Tensor encode(const Tensor& src);
   // Log-probabilities [B, V] after each row's prefix.
   Tensor step(const Tensor& src, const Tensor& memory, const std::vector<std::vector<int64_t>>& prefixes);
@@ -115,10 +118,12 @@ class Translator {
   // Runs f, adding its time less what compiling took to `seconds`.
   template <class F>
   auto timed(double& seconds, F&& f);
-  std::map<std::string, Tensor> inputs(std::map<std::string, Tensor> data) const;
+  // Runs exe on the parameters and `data` (moved in and back out, not copied).
+  void run(runtime::Executable& exe, std::vector<std::pair<std::string, Tensor*>> data,
+           std::vector<Tensor>& out);
 
   ModelSpec model_;
-  std::map<std::string, Tensor> params_;
+  std::map<std::string, Tensor> feed_;  // the parameters; a run's data moves in beside them
   runtime::ExecOptions exec_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<runtime::Executable>> encoders_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<runtime::Executable>> decoders_;
