@@ -25,12 +25,12 @@ namespace tgc::cli {
 
 void addDecodeOptions(CLI::App* cmd, std::string& checkpoint, std::string& model, int& beam,
                       double& lengthPenalty, int64_t& maxLen, int64_t& batch, int& threads,
-                      bool& noCache, bool& noKvCache, bool requireCheckpoint);
+                      bool& noCache, bool& noKvCache, std::string& quantize, bool requireCheckpoint);
 
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, model, data, hypotheses, scoreFile, references;
+  std::string checkpoint, model, data, hypotheses, scoreFile, references, quantize;
   int beam = 1;
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 128, limit = 0;
@@ -140,6 +140,7 @@ int runEval(const EvalArgs& a) {
   d.srcVocab = c.srcVocab;
   d.tgtVocab = c.tgtVocab;
   train::Translator tr(m, c.parameters(), exec);
+  tr.setQuantize(a.quantize == "int8");
   train::DecodeOptions o;
   o.beam = a.beam;
   o.lengthPenalty = a.lengthPenalty;
@@ -176,7 +177,7 @@ void registerEval(CLI::App& app) {
       "eval", "Score a checkpoint on held-out data with its task's metric (BLEU, perplexity, accuracy, loss)");
   cmd->footer(kFooter);
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
-                   a->threads, a->noCache, a->noKvCache, false);
+                   a->threads, a->noCache, a->noKvCache, a->quantize, false);
   cmd->add_option("--score", a->scoreFile,
                   "Score this file of translations (one per line, as `tgc translate --output` "
                   "writes them) against --references, without a checkpoint")

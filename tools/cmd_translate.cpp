@@ -154,7 +154,11 @@ int runTranslate(const TranslateArgs& a) {
 // Options shared by translate and eval.
 void addDecodeOptions(CLI::App* cmd, std::string& checkpoint, std::string& model, int& beam,
                       double& lengthPenalty, int64_t& maxLen, int64_t& batch, int& threads,
-                      bool& noCache, bool& noKvCache, bool requireCheckpoint) {
+                      bool& noCache, bool& noKvCache, std::string& quantize, bool requireCheckpoint) {
+  cmd->add_option("--quantize", quantize,
+                  "int8: the graphs' matmuls by weights run in int8 (pass quantize; weights per "
+                  "column, activations per row, VPDPBUSD where the host has it)")
+      ->check(CLI::IsMember({"int8"}));
   cmd->add_flag("--no-kv-cache", noKvCache,
                 "Recompute the whole prefix every step instead of reusing keys and values");
   auto* c = cmd->add_option("-c,--checkpoint", checkpoint,
@@ -187,15 +191,11 @@ void registerTranslate(CLI::App& app) {
   cmd->add_flag("--scores", a->scores, "Put each translation's log-probability and a tab before it");
   cmd->add_flag("--stats", a->stats,
                 "Print tokens/s, time to the first token and time per step to stderr");
-  cmd->add_option("--quantize", a->quantize,
-                  "int8: the graphs' matmuls by weights run in int8 (pass quantize; weights per "
-                  "column, activations per row, VPDPBUSD where the host has it)")
-      ->check(CLI::IsMember({"int8"}));
   cmd->add_option("--max-tokens", a->maxTokens, "Source tokens per batch at most (0: rows only)")
       ->option_text("N")
       ->check(CLI::NonNegativeNumber);
   addDecodeOptions(cmd, a->checkpoint, a->model, a->beam, a->lengthPenalty, a->maxLen, a->batch,
-                   a->threads, a->noCache, a->noKvCache, true);
+                   a->threads, a->noCache, a->noKvCache, a->quantize, true);
   cmd->callback([a] { runCommand("translate", [&] { return runTranslate(*a); }); });
 }
 
