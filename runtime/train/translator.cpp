@@ -55,6 +55,20 @@ int64_t argmaxToken(const float* lp, int64_t V) {
   return best;
 }
 
+// The k best tokens of a row of log-probabilities, best first (never pad or bos; ties go to
+// the lower id): one pass keeping a sorted list of k, without sorting the vocabulary.
+std::vector<int64_t> bestTokens(const float* lp, int64_t V, int64_t k) {
+  std::vector<int64_t> best;
+  best.reserve(static_cast<size_t>(k) + 1);
+  auto better = [&](int64_t a, int64_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); };
+  for (int64_t v = Vocab::kEos; v < V; ++v) {
+    if (static_cast<int64_t>(best.size()) == k && !better(v, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), v, better), v);
+    if (static_cast<int64_t>(best.size()) > k) best.pop_back();
+  }
+  return best;
+}
+
 double lengthPenalty(int64_t len, double alpha) {
   return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
 }
@@ -427,12 +441,8 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       const auto [s, h] = owner[i];
       const float* row = lp.as<float>() + rowOf[i] * V;
       // This hypothesis's best K tokens (never pad or bos).
-      std::vector<int64_t> ids(static_cast<size_t>(V - Vocab::kEos));
-      std::iota(ids.begin(), ids.end(), Vocab::kEos);
-      const size_t k = std::min(ids.size(), static_cast<size_t>(K));
-      std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
-                        [&](int64_t a, int64_t b) { return row[a] > row[b]; });
-      for (size_t j = 0; j < k; ++j)
+      const std::vector<int64_t> ids = bestTokens(row, V, K);
+      for (size_t j = 0; j < ids.size(); ++j)
         cands[static_cast<size_t>(s)].push_back(
             {live[static_cast<size_t>(s)][h].logp + row[ids[j]], {i, ids[j]}});
     }
