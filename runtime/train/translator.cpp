@@ -155,8 +155,8 @@ Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory
   c.crossV = std::move(cross[1]);
   const Shape& ks = c.crossK.shape();  // [n_dec, B, S, d_model]
   const TensorType self{c.crossK.dtype(), {ks[0], B, lengthBucket(limit + 1), ks[3]}};
-  c.selfK = Tensor(self);
-  c.selfV = Tensor(self);
+  c.selfK = takeBuffer(self);
+  c.selfV = takeBuffer(self);
   return c;
 }
 
@@ -179,6 +179,28 @@ const Tensor& Translator::cachedStep(Cache& c, const std::vector<int64_t>& token
   std::swap(c.selfK, c.out[1]);
   std::swap(c.selfV, c.out[2]);
   return c.out[0];
+}
+
+// A cache buffer of `type`: one an earlier batch gave back, else a new one (zeros). What an
+// old buffer holds beyond the positions written so far is never attended to (those keys are
+// masked), and it is finite, so it needs no clearing.
+Tensor Translator::takeBuffer(const TensorType& type) {
+  for (auto it = spare_.begin(); it != spare_.end(); ++it)
+    if (it->type() == type) {
+      Tensor t = std::move(*it);
+      spare_.erase(it);
+      return t;
+    }
+  return Tensor(type);
+}
+
+void Translator::giveBack(Cache& c) {
+  for (Tensor* t : {&c.selfK, &c.selfV})
+    if (t->numel() > 0) spare_.push_back(std::move(*t));
+  for (size_t i = 1; i < c.out.size(); ++i)
+    if (c.out[i].numel() > 0) spare_.push_back(std::move(c.out[i]));
+  c.out.clear();
+  while (spare_.size() > 8) spare_.erase(spare_.begin());  // the oldest go
 }
 
 void Translator::run(runtime::Executable& exe, std::vector<std::pair<std::string, Tensor*>> data,
@@ -345,6 +367,7 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
   for (int64_t b = 0; b < rows; ++b)
     out[static_cast<size_t>(b)].assign(prefixes[static_cast<size_t>(b)].begin() + 1,
                                        prefixes[static_cast<size_t>(b)].end());
+  giveBack(cache);
 }
 
 // Beam search over `sentences` sentences at once, `beam` rows each. Every step extends each
@@ -411,16 +434,18 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
     if (o.kvCache) {
       // Each row's cache rows come from the row its hypothesis's parent ran in.
       const int64_t layers = cache.selfK.shape()[0], rowFloats = cache.selfK.shape()[2] * cache.selfK.shape()[3];
+      const int64_t written = t * cache.selfK.shape()[3];  // positions 0..t-1 hold keys so far
       // Into the buffers the last step's inputs held (free now), or new ones at the start.
-      if (cache.out.size() < 3) cache.out = {Tensor(), Tensor(cache.selfK.type()), Tensor(cache.selfV.type())};
+      if (cache.out.size() < 3)
+        cache.out = {Tensor(), takeBuffer(cache.selfK.type()), takeBuffer(cache.selfV.type())};
       Tensor& k = cache.out[1];
       Tensor& v = cache.out[2];
       for (size_t i = 0; i < prefixes.size(); ++i) {
         const int64_t from = live[static_cast<size_t>(owner[i].first)][owner[i].second].cacheRow;
         for (int64_t l = 0; l < layers; ++l) {
-          std::copy_n(cache.selfK.as<float>() + (l * B + from) * rowFloats, rowFloats,
+          std::copy_n(cache.selfK.as<float>() + (l * B + from) * rowFloats, written,
                       k.as<float>() + (l * B + rowOf[i]) * rowFloats);
-          std::copy_n(cache.selfV.as<float>() + (l * B + from) * rowFloats, rowFloats,
+          std::copy_n(cache.selfV.as<float>() + (l * B + from) * rowFloats, written,
                       v.as<float>() + (l * B + rowOf[i]) * rowFloats);
         }
       }
@@ -490,6 +515,7 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       scores[static_cast<size_t>(s)] = best->logp;
     }
   }
+  giveBack(cache);
 }
 
 }  // namespace tgc::train

@@ -115,6 +115,8 @@ class Translator {
                  std::vector<double>& scores);
   void stepDone();  // counts a decoder step; the first one's end is the first token
   void forgetCompiled();
+  Tensor takeBuffer(const TensorType& type);
+  void giveBack(Cache& c);  // its cache buffers, for the next batch
   // Runs f, adding its time less what compiling took to `seconds`.
   template <class F>
   auto timed(double& seconds, F&& f);
@@ -134,6 +136,7 @@ class Translator {
   double compiledBefore_ = 0;  // compileSeconds_ when the translate() call began
   bool decoding_ = false;      // inside translate()'s decoding loop
   bool quantize_ = false;
+  std::vector<Tensor> spare_;  // cache buffers of finished batches
 };
 
 // The smallest of 16, 32, 64, ... that is at least n (source and prefix lengths).
