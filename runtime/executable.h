@@ -120,6 +120,10 @@ class Executable {
   // The same, with the outputs written into `out`: a tensor already at an output's index
   // and of its type is written over in place, any other is replaced (see runStep below).
   void run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& out);
+  // The same with the inputs looked up in `inputs`, then in `more` (the parameters, say, so
+  // that a caller need not copy them into one map with the data).
+  void run(const std::map<std::string, Tensor>& inputs, const std::map<std::string, Tensor>& more,
+           std::vector<Tensor>& out);
 
   // The stateful mode: `store` holds every state input (stateNames()), `batch` the other
   // inputs. The state tensors are updated in place; the other outputs are returned by

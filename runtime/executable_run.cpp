@@ -196,20 +196,28 @@ std::vector<Tensor> Executable::run(const std::map<std::string, Tensor>& inputs)
 }
 
 void Executable::run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& out) {
+  static const std::map<std::string, Tensor> none;
+  run(inputs, none, out);
+}
+
+void Executable::run(const std::map<std::string, Tensor>& inputs,
+                     const std::map<std::string, Tensor>& more, std::vector<Tensor>& out) {
   Impl& m = *impl_;
   if (m.opts.updateInPlace)
     throw std::logic_error("a stateful executable (updateInPlace) runs with runStep");
   std::vector<void*> ptrs;
   std::vector<std::string> missing;
   for (const Impl::IO& in : m.inputs) {
-    auto it = inputs.find(in.name);
-    if (it == inputs.end()) {
+    const Tensor* t = nullptr;
+    if (auto it = inputs.find(in.name); it != inputs.end()) t = &it->second;
+    else if (auto jt = more.find(in.name); jt != more.end()) t = &jt->second;
+    if (!t) {
       missing.push_back("%" + in.name);
       ptrs.push_back(nullptr);
       continue;
     }
-    checkInputType(in.name, in.type, it->second, "the given tensor");
-    ptrs.push_back(const_cast<void*>(it->second.data()));  // kernels only read inputs
+    checkInputType(in.name, in.type, *t, "the given tensor");
+    ptrs.push_back(const_cast<void*>(t->data()));  // kernels only read inputs
   }
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("missing input{}: {}", missing.size() > 1 ? "s" : "",

@@ -32,7 +32,7 @@ std::map<std::string, Tensor> ForwardRunner::run(const data::FieldBatch& batch,
     compileSeconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  std::map<std::string, Tensor> in = params;
+  std::map<std::string, Tensor> in;  // the data; the parameters are read where they are
   if (c.training) {
     Tensor s(TensorType{DType::i64, {}}), k(TensorType{DType::i64, {}});
     s.setI(0, static_cast<int64_t>(seed));
@@ -46,7 +46,8 @@ std::map<std::string, Tensor> ForwardRunner::run(const data::FieldBatch& batch,
       throw std::runtime_error(fmt::format("{}: the batch has no field '{}'", e.loc, e.from));
     in.insert_or_assign(e.name, it->second);
   }
-  std::vector<Tensor> outs = c.exe->run(in);
+  std::vector<Tensor> outs;
+  c.exe->run(in, params, outs);
   std::map<std::string, Tensor> named;
   for (size_t i = 0; i < outs.size(); ++i) named.emplace(c.outputs.at(i), std::move(outs[i]));
   return named;
