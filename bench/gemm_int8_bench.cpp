@@ -5,6 +5,7 @@
 //
 //   build/bench/gemm_int8_bench                      # the decoder's shapes, 1 and 2 threads
 //   build/bench/gemm_int8_bench --shape 256x2048x512 --runs 50
+//   build/bench/gemm_int8_bench --kernel avxvnni      # the 256-bit kernels (AVX-VNNI hosts)
 #include <fmt/format.h>
 
 #include <chrono>
@@ -26,8 +27,15 @@ int main(int argc, char** argv) {
   std::vector<std::array<int64_t, 3>> shapes = {
       {32, 512, 512}, {256, 512, 512}, {256, 2048, 512}, {256, 512, 2048}, {32, 8000, 512}};
   int runs = 20;
+  Int8Kernel kernel = Int8Kernel::best;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) {
+    if (!std::strcmp(argv[i], "--kernel") && i + 1 < argc) {
+      const std::string k = argv[++i];
+      kernel = k == "avx512vnni" ? Int8Kernel::avx512vnni
+               : k == "avxvnni"  ? Int8Kernel::avxvnni
+               : k == "portable" ? Int8Kernel::portable
+                                 : Int8Kernel::best;
+    } else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::array<int64_t, 3> s{};
@@ -37,11 +45,14 @@ int main(int argc, char** argv) {
       }
       shapes = {s};
     } else {
-      std::fprintf(stderr, "usage: gemm_int8_bench [--shape MxNxK] [--runs N]\n");
+      std::fprintf(stderr, "usage: gemm_int8_bench [--shape MxNxK] [--runs N] [--kernel best|avx512vnni|avxvnni|portable]\n");
       return 1;
     }
   }
-  fmt::print("VNNI kernels: {}\n", hostHasVnni() ? "yes (VPDPBUSD)" : "no: the portable loops");
+  const Int8Kernel best = kernel == Int8Kernel::best ? hostInt8Kernel() : kernel;
+  fmt::print("int8 kernels: {}\n", best == Int8Kernel::avx512vnni ? "AVX512-VNNI (512-bit VPDPBUSD)"
+                                   : best == Int8Kernel::avxvnni  ? "AVX-VNNI (256-bit VPDPBUSD)"
+                                                                  : "the portable loops");
   fmt::print("{:>16} {:>8} {:>12} {:>12} {:>9}\n", "MxNxK", "threads", "f32 GFLOP/s", "int8 GOP/s", "int8/f32");
   for (const auto& [m, n, k] : shapes) {
     std::mt19937 rng(1);
@@ -59,7 +70,7 @@ int main(int argc, char** argv) {
         auto t0 = std::chrono::steady_clock::now();
         engine.run(desc, a.data(), w.data(), c.data(), &pool);
         auto t1 = std::chrono::steady_clock::now();
-        int8Gemm(a.data(), m, k, q, nullptr, c.data(), n, &pool);
+        int8Gemm(a.data(), m, k, q, nullptr, c.data(), n, &pool, kernel);
         auto t2 = std::chrono::steady_clock::now();
         f32 = std::min(f32, std::chrono::duration<double>(t1 - t0).count());
         i8 = std::min(i8, std::chrono::duration<double>(t2 - t1).count());

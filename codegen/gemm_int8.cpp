@@ -20,6 +20,7 @@
 namespace tgc::codegen {
 
 #define TGC_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define TGC_AVXVNNI __attribute__((target("avx2,avxvnni")))
 
 namespace {
 
@@ -64,6 +65,36 @@ TGC_VNNI void vnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t
   }
 }
 
+#endif
+
+#if TGC_INT8_X86
+// The same sums with 256-bit VPDPBUSD (AVX-VNNI: 16 registers, so 4 rows x 16 columns at a
+// time, 8 accumulators).
+TGC_AVXVNNI void avxVnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t kq,
+                              int32_t* acc) {
+  for (int64_t r0 = 0; r0 < kRows; r0 += 4)
+    for (int64_t half = 0; half < 2; ++half) {
+      __m256i c[4][2];
+      for (auto& r : c) r[0] = r[1] = _mm256_setzero_si256();
+      for (int64_t q = 0; q < kq; ++q) {
+        const int8_t* b = bp + q * 128 + half * 64;
+        const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+        for (int64_t r = 0; r < 4; ++r) {
+          int32_t four;
+          __builtin_memcpy(&four, a + (r0 + r) * lda + q * 4, 4);
+          const __m256i av = _mm256_set1_epi32(four);
+          c[r][0] = _mm256_dpbusd_avx_epi32(c[r][0], av, b0);
+          c[r][1] = _mm256_dpbusd_avx_epi32(c[r][1], av, b1);
+        }
+      }
+      for (int64_t r = 0; r < 4; ++r) {
+        int32_t* dst = acc + (r0 + r) * kCols + half * 16;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), c[r][0]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8), c[r][1]);
+      }
+    }
+}
 #endif
 
 // The same sums with plain integer loops.
@@ -139,6 +170,29 @@ TGC_VNNI float quantizeRowVnni(const float* x, int64_t k, uint8_t* u) {
 
 }  // namespace
 
+bool hostHasAvxVnni() {
+#if TGC_INT8_X86
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+Int8Kernel hostInt8Kernel() {
+  return hostHasVnni() ? Int8Kernel::avx512vnni : hostHasAvxVnni() ? Int8Kernel::avxvnni : Int8Kernel::portable;
+}
+
+namespace {
+// What `k` runs as on this host.
+Int8Kernel resolve(Int8Kernel k) {
+  if (k == Int8Kernel::best) return hostInt8Kernel();
+  if (k == Int8Kernel::avx512vnni && !hostHasVnni()) return Int8Kernel::portable;
+  if (k == Int8Kernel::avxvnni && !hostHasAvxVnni()) return Int8Kernel::portable;
+  return k;
+}
+}  // namespace
+
 bool hostHasVnni() {
 #if TGC_INT8_X86
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -194,18 +248,17 @@ namespace {
 // acc), which takes the offset back and writes C.
 template <class Store>
 void tiles(const uint8_t* u, int64_t ld, int64_t m, const Int8Weights& w, ThreadPool* pool,
-           bool vnni, const Store& store) {
-  const bool fast = vnni && hostHasVnni();
-  (void)fast;  // (no VNNI kernels off x86)
+           Int8Kernel kernel, const Store& store) {
   forTiles(m, w, pool, [&](int64_t row0, int64_t block) {
     alignas(64) int32_t acc[kRows * kCols];
     const int8_t* bp = w.packed.data() + block * w.kQuads() * 128;
+    switch (kernel) {
 #if TGC_INT8_X86
-    if (fast) {
-      vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
-    } else
+      case Int8Kernel::avx512vnni: vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
+      case Int8Kernel::avxvnni: avxVnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
 #endif
-      portableBlock(u + row0 * ld, ld, bp, w.kQuads(), acc);
+      default: portableBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
+    }
     const int64_t col0 = block * kCols;
     store(row0, col0, std::min(kRows, m - row0), std::min(kCols, w.n - col0), acc);
   });
@@ -214,11 +267,11 @@ void tiles(const uint8_t* u, int64_t ld, int64_t m, const Int8Weights& w, Thread
 }  // namespace
 
 void int8GemmS32(const int8_t* aq, int64_t m, int64_t lda, const Int8Weights& w, int32_t* c,
-                 int64_t ldc, ThreadPool* pool, bool vnni) {
+                 int64_t ldc, ThreadPool* pool, Int8Kernel kernel) {
   if (m <= 0 || w.n == 0) return;
   int64_t ld = 0;
   const std::vector<uint8_t> u = unsignedRows(aq, m, lda, w, ld);
-  tiles(u.data(), ld, m, w, pool, vnni,
+  tiles(u.data(), ld, m, w, pool, resolve(kernel),
         [&](int64_t row0, int64_t col0, int64_t rows, int64_t cols, const int32_t* acc) {
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = 0; j < cols; ++j)
@@ -228,13 +281,14 @@ void int8GemmS32(const int8_t* aq, int64_t m, int64_t lda, const Int8Weights& w,
 }
 
 void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, const float* bias,
-              float* c, int64_t ldc, ThreadPool* pool, bool vnni) {
+              float* c, int64_t ldc, ThreadPool* pool, Int8Kernel kernel) {
   if (m <= 0 || w.n == 0) return;
   // Each row quantized straight into the unsigned layout, rows split over the pool.
   const int64_t ld = w.kQuads() * 4, padded = (m + kRows - 1) / kRows * kRows;
   std::vector<uint8_t> u(static_cast<size_t>(padded * ld), 0);
   std::vector<float> sa(static_cast<size_t>(m));
-  const bool fast = vnni && hostHasVnni();
+  kernel = resolve(kernel);
+  const bool fast = kernel == Int8Kernel::avx512vnni;  // (the AVX-512 quantizer)
   (void)fast;
   auto quantizeRange = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -252,7 +306,7 @@ void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, cons
   };
   if (pool && m > 1) pool->parallelFor(m, quantizeRange);
   else quantizeRange(0, m);
-  tiles(u.data(), ld, m, w, pool, vnni,
+  tiles(u.data(), ld, m, w, pool, kernel,
         [&](int64_t row0, int64_t col0, int64_t rows, int64_t cols, const int32_t* acc) {
           for (int64_t r = 0; r < rows; ++r) {
             const float sr = sa[static_cast<size_t>(row0 + r)];

@@ -47,16 +47,24 @@ Int8Weights packWeights(const int8_t* wq, int64_t k, int64_t n, int64_t ldw, std
 // Row-wise dynamic quantization of a [M, K] (row stride lda): q [M, K] and scale [M].
 void quantizeRows(const float* a, int64_t m, int64_t k, int64_t lda, int8_t* q, float* scale);
 
+// Which kernels run the products: `best` picks the host's widest (AVX512-VNNI, else the
+// 256-bit AVX-VNNI, else the portable loops); the others force one, for tests and benches
+// (a kernel the host lacks falls back to portable). All give the same bits.
+enum class Int8Kernel { best, avx512vnni, avxvnni, portable };
+
 // The exact integer product: c[m, n] = sum_k aq[m, k] * w_q[k, n], aq [M, K] row stride lda.
-// `vnni` false runs the portable loops whatever the host has.
 void int8GemmS32(const int8_t* aq, int64_t m, int64_t lda, const Int8Weights& w, int32_t* c,
-                 int64_t ldc, ThreadPool* pool = nullptr, bool vnni = true);
+                 int64_t ldc, ThreadPool* pool = nullptr, Int8Kernel kernel = Int8Kernel::best);
 
 // The f32 GEMM above: quantizes a's rows, multiplies, dequantizes, adds bias (may be null).
 void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, const float* bias,
-              float* c, int64_t ldc, ThreadPool* pool = nullptr, bool vnni = true);
+              float* c, int64_t ldc, ThreadPool* pool = nullptr, Int8Kernel kernel = Int8Kernel::best);
 
-// Whether this host runs the VPDPBUSD kernels (AVX512-VNNI with AVX512BW).
+// Whether this host runs the 512-bit VPDPBUSD kernels (AVX512-VNNI with AVX512BW), and the
+// 256-bit ones (AVX-VNNI).
 bool hostHasVnni();
+bool hostHasAvxVnni();
+// The kernel `best` resolves to on this host.
+Int8Kernel hostInt8Kernel();
 
 }  // namespace tgc::codegen

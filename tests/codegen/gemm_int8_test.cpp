@@ -21,6 +21,9 @@ std::vector<int8_t> randomS8(size_t n, uint32_t seed) {
   return v;
 }
 
+const Int8Kernel kKernels[] = {Int8Kernel::portable, Int8Kernel::avxvnni, Int8Kernel::avx512vnni,
+                               Int8Kernel::best};
+
 // Every shape edge: one row, rows past a multiple of 8, K not a multiple of 4, N past 32.
 const std::vector<std::vector<int64_t>> kShapes = {
     {1, 1, 1}, {1, 33, 5}, {7, 31, 3}, {8, 32, 4}, {9, 64, 9}, {13, 100, 257}, {64, 512, 512}, {3, 7, 1024}};
@@ -40,17 +43,18 @@ TEST(GemmInt8, SumsAreExactOnEveryPath) {
       for (int64_t j = 0; j < n; ++j)
         for (int64_t kk = 0; kk < k; ++kk)
           want[static_cast<size_t>(i * n + j)] += a[static_cast<size_t>(i * (k + 3) + kk)] * wq[static_cast<size_t>(kk * n + j)];
-    for (bool vnni : {false, true})
+    for (Int8Kernel kernel : kKernels)
       for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
         std::vector<int32_t> got(static_cast<size_t>(m * (n + 1)), -1);  // ldc n + 1
-        int8GemmS32(a.data(), m, k + 3, w, got.data(), n + 1, p, vnni);
+        int8GemmS32(a.data(), m, k + 3, w, got.data(), n + 1, p, kernel);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j)
             ASSERT_EQ(got[static_cast<size_t>(i * (n + 1) + j)], want[static_cast<size_t>(i * n + j)])
-                << "vnni " << vnni << " at (" << i << ", " << j << ")";
+                << "kernel " << static_cast<int>(kernel) << " at (" << i << ", " << j << ")";
       }
   }
-  if (!hostHasVnni()) GTEST_SKIP() << "no AVX512-VNNI here: the portable path only was checked";
+  if (!hostHasVnni() || !hostHasAvxVnni())
+    GTEST_SKIP() << "this host lacks AVX512-VNNI or AVX-VNNI: those kernels ran as the portable loops";
 }
 
 TEST(GemmInt8, ExtremesDoNotOverflow) {
@@ -64,8 +68,8 @@ TEST(GemmInt8, ExtremesDoNotOverflow) {
   }
   const Int8Weights w = packWeights(wq.data(), k, n, n, std::vector<float>(static_cast<size_t>(n), 1.0f));
   std::vector<int32_t> c(static_cast<size_t>(m * n));
-  for (bool vnni : {false, true}) {
-    int8GemmS32(a.data(), m, k, w, c.data(), n, nullptr, vnni);
+  for (Int8Kernel kernel : kKernels) {
+    int8GemmS32(a.data(), m, k, w, c.data(), n, nullptr, kernel);
     for (int64_t j = 0; j < n; ++j) {
       const int64_t one = (j % 2 ? 127 : -127) * 127 * k;
       EXPECT_EQ(c[static_cast<size_t>(j)], one);
@@ -134,9 +138,11 @@ TEST(GemmInt8, FloatGemmIsTheDequantizedProduct) {
   for (int64_t kk : {k, int64_t{37}}) {
     const Int8Weights p2 = quantizeWeights(w.data(), kk, n, n);
     std::vector<float> fast(static_cast<size_t>(m * n)), plain(fast.size());
-    int8Gemm(a.data(), m, k, p2, nullptr, fast.data(), n, &pool, true);
-    int8Gemm(a.data(), m, k, p2, nullptr, plain.data(), n, &pool, false);
-    EXPECT_EQ(fast, plain) << "K " << kk;
+    int8Gemm(a.data(), m, k, p2, nullptr, plain.data(), n, &pool, Int8Kernel::portable);
+    for (Int8Kernel kernel : kKernels) {
+      int8Gemm(a.data(), m, k, p2, nullptr, fast.data(), n, &pool, kernel);
+      EXPECT_EQ(fast, plain) << "K " << kk << " kernel " << static_cast<int>(kernel);
+    }
   }
 }
 
