@@ -166,6 +166,53 @@ TGC_VNNI float quantizeRowVnni(const float* x, int64_t k, uint8_t* u) {
   return s;
 }
 
+
+// Eight values quantized and offset to unsigned, as 32-bit lanes.
+__attribute__((target("avx2,avxvnni"), always_inline)) inline __m256i eightUnsigned(
+    const float* x, __m256 inv, __m256i lo, __m256i hi, __m256i off) {
+  const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), inv));
+  return _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(q, lo), hi), off);
+}
+
+// The same on AVX2 (AVX-VNNI hosts), 32 values a pass: the conversion rounds as the MXCSR
+// says, round-to-nearest-even as nearbyint does, and the unsigned saturating packs keep
+// [1, 255] as they are (a permute undoes their lane interleaving).
+TGC_AVXVNNI float quantizeRowAvx2(const float* x, int64_t k, uint8_t* u) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 big = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256 mx = _mm256_setzero_ps();
+  int finite = 0xff;
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 v = _mm256_and_ps(_mm256_loadu_ps(x + i), absMask);
+    finite &= _mm256_movemask_ps(_mm256_cmp_ps(v, big, _CMP_LE_OQ));
+    mx = _mm256_max_ps(mx, v);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mx);
+  float m = 0;
+  for (float l : lanes) m = std::max(m, l);
+  for (; i < k; ++i) {
+    const float v = std::fabs(x[i]);
+    if (!(v <= std::numeric_limits<float>::max())) finite = 0;
+    m = std::max(m, v);
+  }
+  if (finite != 0xff) throw std::invalid_argument("int8 quantization: the values hold an inf or a NaN");
+  const float s = int8Scale(m), inv = 1 / s;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127), off = _mm256_set1_epi32(128);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (i = 0; i + 32 <= k; i += 32) {
+    const __m256i p01 = _mm256_packus_epi32(eightUnsigned(x + i, vinv, lo, hi, off),
+                                            eightUnsigned(x + i + 8, vinv, lo, hi, off));
+    const __m256i p23 = _mm256_packus_epi32(eightUnsigned(x + i + 16, vinv, lo, hi, off),
+                                            eightUnsigned(x + i + 24, vinv, lo, hi, off));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + i), bytes);
+  }
+  for (; i < k; ++i) u[i] = static_cast<uint8_t>(quantize(x[i], inv) + 128);
+  return s;
+}
 #endif
 
 }  // namespace
@@ -289,12 +336,15 @@ void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, cons
   std::vector<float> sa(static_cast<size_t>(m));
   kernel = resolve(kernel);
   const bool fast = kernel == Int8Kernel::avx512vnni;  // (the AVX-512 quantizer)
+  const bool avx2 = kernel == Int8Kernel::avxvnni;
   (void)fast;
+  (void)avx2;
   auto quantizeRange = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
 #if TGC_INT8_X86
-      if (fast) {
-        sa[static_cast<size_t>(i)] = quantizeRowVnni(a + i * lda, w.k, u.data() + i * ld);
+      if (fast || avx2) {
+        sa[static_cast<size_t>(i)] = fast ? quantizeRowVnni(a + i * lda, w.k, u.data() + i * ld)
+                                          : quantizeRowAvx2(a + i * lda, w.k, u.data() + i * ld);
         continue;
       }
 #endif
