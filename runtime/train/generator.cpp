@@ -12,6 +12,7 @@
 
 #include "runtime/data/rng.h"
 #include "runtime/data/vocab.h"
+#include "runtime/train/feed_run.h"
 #include "runtime/train/translator.h"
 
 namespace tgc::train {
@@ -163,15 +164,7 @@ runtime::Executable& LmGenerator::graph(const std::string& name, int64_t B, int6
 
 void LmGenerator::run(runtime::Executable& exe, std::vector<std::pair<std::string, Tensor*>> data,
                       std::vector<Tensor>& out) {
-  // The data tensors move into the feed for the run and back out after it: no copies.
-  for (auto& [name, t] : data) std::swap(feed_[name], *t);
-  try {
-    exe.run(feed_, out);
-  } catch (...) {
-    for (auto& [name, t] : data) std::swap(feed_[name], *t);
-    throw;
-  }
-  for (auto& [name, t] : data) std::swap(feed_[name], *t);
+  runWithFeed(exe, feed_, data, out);
 }
 
 std::vector<std::vector<int64_t>> LmGenerator::generate(

@@ -13,6 +13,7 @@
 #include "passes/passes.h"
 #include "runtime/data/batching.h"
 #include "runtime/data/vocab.h"
+#include "runtime/train/feed_run.h"
 
 namespace tgc::train {
 
@@ -205,16 +206,7 @@ void Translator::giveBack(Cache& c) {
 
 void Translator::run(runtime::Executable& exe, std::vector<std::pair<std::string, Tensor*>> data,
                      std::vector<Tensor>& out) {
-  // The data tensors move into the feed (which holds the parameters) for the run and back
-  // out after it: nothing is copied.
-  for (auto& [name, t] : data) std::swap(feed_[name], *t);
-  try {
-    exe.run(feed_, out);
-  } catch (...) {
-    for (auto& [name, t] : data) std::swap(feed_[name], *t);
-    throw;
-  }
-  for (auto& [name, t] : data) std::swap(feed_[name], *t);
+  runWithFeed(exe, feed_, data, out);
 }
 
 Tensor Translator::encode(const Tensor& src) {

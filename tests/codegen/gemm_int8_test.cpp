@@ -8,17 +8,15 @@
 #include <vector>
 
 #include "codegen/gemm_int8.h"
+#include "tests/codegen/gemm_test_util.h"
 #include "support/thread_pool.h"
 
 namespace tgc::codegen {
 namespace {
 
+// int8 values in [-127, 127] (truncated from uniform doubles).
 std::vector<int8_t> randomS8(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(-127, 127);
-  std::vector<int8_t> v(n);
-  for (auto& x : v) x = static_cast<int8_t>(d(rng));
-  return v;
+  return testing::randomVector<int8_t>(n, seed, -127.99, 127.99);
 }
 
 const Int8Kernel kKernels[] = {Int8Kernel::portable, Int8Kernel::avxvnni, Int8Kernel::avx512vnni,
