@@ -108,17 +108,23 @@ std::optional<std::pair<Value*, double>> scaleStep(const Node& n) {
   return std::nullopt;
 }
 
-std::optional<MaskStep> maskPenalty(const Value* p) {
+namespace {
+// sign * p as a penalty added to the scores s (nullptr: not known here).
+std::optional<MaskStep> signedPenalty(const Value* p, double sign, Value* s) {
   auto in = indicator(p);
   if (!in) return std::nullopt;
-  if (in->ifTrue == 0 && masks(in->ifFalse)) return MaskStep{nullptr, in->when, in->ifFalse};
-  if (in->ifFalse == 0 && masks(in->ifTrue)) {
+  const double onTrue = sign * in->ifTrue, onFalse = sign * in->ifFalse;
+  if (onTrue == 0 && masks(onFalse)) return MaskStep{s, in->when, onFalse};
+  if (onFalse == 0 && masks(onTrue)) {
     Conjunct c = in->when;
     c.negated = !c.negated;
-    return MaskStep{nullptr, c, in->ifTrue};
+    return MaskStep{s, c, onTrue};
   }
   return std::nullopt;
 }
+}  // namespace
+
+std::optional<MaskStep> maskPenalty(const Value* p) { return signedPenalty(p, 1, nullptr); }
 
 std::optional<MaskStep> maskStep(const Node& n) {
   const TensorType& t = n.result()->type();
@@ -135,16 +141,8 @@ std::optional<MaskStep> maskStep(const Node& n) {
       for (size_t side : {0u, 1u}) {
         if (n.op() == OpKind::Sub && side == 1) break;  // s - P only
         Value* s = n.operand(side);
-        auto in = s->type() == t ? indicator(n.operand(1 - side)) : std::nullopt;
-        if (!in) continue;
-        const double sign = n.op() == OpKind::Sub ? -1 : 1;
-        const double onTrue = sign * in->ifTrue, onFalse = sign * in->ifFalse;
-        if (onTrue == 0 && masks(onFalse)) return MaskStep{s, in->when, onFalse};
-        if (onFalse == 0 && masks(onTrue)) {
-          Conjunct c = in->when;
-          c.negated = !c.negated;
-          return MaskStep{s, c, onTrue};
-        }
+        if (s->type() != t) continue;
+        if (auto m = signedPenalty(n.operand(1 - side), n.op() == OpKind::Sub ? -1 : 1, s)) return m;
       }
       return std::nullopt;
     default: return std::nullopt;
