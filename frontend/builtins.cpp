@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "frontend/eval.h"
+#include "frontend/sinusoidal_table.h"
 
 namespace tgc::fe {
 namespace {
@@ -325,15 +326,7 @@ Val Evaluator::callBuiltin(const Val& b, std::vector<ArgVal> args, Loc loc) {
           fail(a[2]->loc, "the dtype of sinusoidal_table must be a float dtype");
         dt = a[2]->v.dt;
       }
-      // PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...) (Vaswani et al. 3.5),
-      // computed here in double: the table is a constant of the graph.
-      std::vector<double> v(static_cast<size_t>(len * d));
-      for (int64_t pos = 0; pos < len; ++pos)
-        for (int64_t j = 0; j < d; ++j) {
-          double freq = std::pow(10000.0, -static_cast<double>(j - j % 2) / static_cast<double>(d));
-          double angle = static_cast<double>(pos) * freq;
-          v[static_cast<size_t>(pos * d + j)] = j % 2 == 0 ? std::sin(angle) : std::cos(angle);
-        }
+      std::vector<double> v = sinusoidalTable(len, d);  // a constant of the graph
       return addNode(loc, OpKind::Constant, {}, {{"value", std::move(v)}}, "positions",
                      TensorType{dt, {len, d}});
     }

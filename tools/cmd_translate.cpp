@@ -29,7 +29,7 @@ struct TranslateArgs {
   double lengthPenalty = 0.6;
   int64_t maxLen = 0, batch = 64, maxTokens = 0;
   int threads = 0;
-  bool noCache = false, noKvCache = false, scores = false, stats = false;
+  bool noCache = false, noKvCache = false, scores = false, stats = false, tokens = false;
 };
 
 constexpr const char* kFooter = R"(
@@ -41,7 +41,8 @@ English); unknown tokens become <unk>.
 Output: one translation per input sentence and line, in input order, on standard output or
 in --output FILE (written to FILE.tmp and renamed once complete, so a failed run leaves no
 partial file). --scores puts the translation's log-probability under the model (its tokens
-and eos) and a tab before each line. With --input, progress goes to stderr.
+and eos) and a tab before each line; --tokens writes the target tokens (the vocabulary's strings,
+joined by spaces) instead of text. With --input, progress goes to stderr.
 
 Batching: sentences are sorted by length (longest first) and decoded in batches of at most
 --batch rows and, with --max-tokens N, at most N source tokens (rows x the batch's longest
@@ -126,7 +127,7 @@ int runTranslate(const TranslateArgs& a) {
     };
   std::vector<double> scores;
   const std::vector<std::string> out =
-      train::translateTexts(tr, c.srcVocab, c.tgtVocab, texts, o, a.scores ? &scores : nullptr);
+      train::translateTexts(tr, c.srcVocab, c.tgtVocab, texts, o, a.scores ? &scores : nullptr, a.tokens);
 
   const std::string tmp = a.output + ".tmp";
   std::ofstream file;
@@ -189,6 +190,8 @@ void registerTranslate(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write the translations to this file (default: stdout)")
       ->option_text("FILE");
   cmd->add_flag("--scores", a->scores, "Put each translation's log-probability and a tab before it");
+  cmd->add_flag("--tokens", a->tokens,
+                "Write the target tokens separated by spaces instead of detokenized text");
   cmd->add_flag("--stats", a->stats,
                 "Print tokens/s, time to the first token and time per step to stderr");
   cmd->add_option("--max-tokens", a->maxTokens, "Source tokens per batch at most (0: rows only)")

@@ -23,6 +23,7 @@ void registerTranslate(CLI::App& app);  // cmd_translate.cpp: translate with a c
 void registerEval(CLI::App& app);       // cmd_eval.cpp: exact match and BLEU of a checkpoint
 void registerPredict(CLI::App& app);    // cmd_predict.cpp: a classifier's labels for texts
 void registerGenerate(CLI::App& app);   // cmd_generate.cpp: continue prompts with a language model
+void registerExport(CLI::App& app);     // cmd_export.cpp: a checkpoint in CTranslate2's format
 
 // Runs a subcommand's body (train, translate, eval, generate, predict) and returns what it
 // returns. An exception it throws is printed on stderr as "tgc <command>: error: <what>", or

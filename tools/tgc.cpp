@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   tgc::cli::registerEval(app);
   tgc::cli::registerGenerate(app);
   tgc::cli::registerPredict(app);
+  tgc::cli::registerExport(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

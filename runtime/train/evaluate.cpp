@@ -1,5 +1,8 @@
 #include "runtime/train/evaluate.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -33,7 +36,8 @@ EvalResult evaluatePairs(Translator& translator, const data::TranslationData& d,
 std::vector<std::string> translateTexts(Translator& translator, const data::Vocab& srcVocab,
                                         const data::Vocab& tgtVocab,
                                         const std::vector<std::string>& texts,
-                                        const DecodeOptions& options, std::vector<double>* scores) {
+                                        const DecodeOptions& options, std::vector<double>* scores,
+                                        bool tokens) {
   // A blank line translates to a blank line (the model is not asked what nothing means).
   auto blank = [](const std::string& t) { return t.find_first_not_of(" \t\r\n") == std::string::npos; };
   std::vector<std::vector<int64_t>> sources;
@@ -48,7 +52,8 @@ std::vector<std::string> translateTexts(Translator& translator, const data::Voca
   std::vector<std::string> out(texts.size());
   if (scores) scores->assign(texts.size(), 0.0);
   for (size_t k = 0; k < ids.size(); ++k) {
-    out[from[k]] = tgtVocab.decode(ids[k]);
+    out[from[k]] = tokens ? fmt::format("{}", fmt::join(tgtVocab.decodeTokens(ids[k]), " "))
+                          : tgtVocab.decode(ids[k]);
     if (scores) (*scores)[from[k]] = got[k];
   }
   return out;

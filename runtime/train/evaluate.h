@@ -24,11 +24,13 @@ EvalResult evaluatePairs(Translator& translator, const data::TranslationData& d,
                          const DecodeOptions& options, int64_t limit = 0);
 
 // Raw text (one sentence) → target text, through the source vocabulary's tokenizer; with
-// `scores`, each translation's log-probability (Translator::translate).
+// `scores`, each translation's log-probability (Translator::translate). With `tokens`, the
+// target tokens joined by spaces instead of the detokenized text (what another engine
+// given the same vocabulary emits).
 std::vector<std::string> translateTexts(Translator& translator, const data::Vocab& srcVocab,
                                         const data::Vocab& tgtVocab,
                                         const std::vector<std::string>& texts,
                                         const DecodeOptions& options,
-                                        std::vector<double>* scores = nullptr);
+                                        std::vector<double>* scores = nullptr, bool tokens = false);
 
 }  // namespace tgc::train
