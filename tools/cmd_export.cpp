@@ -32,7 +32,7 @@ CTranslate2 reads tokens, not text: tokenize the source as tgc does (characters 
 English words or the SentencePiece model in tgc_source_vocab.json) and join the target
 tokens back (the tokens are the vocabulary's strings; <eos> ends a translation).
 
-Example:
+Examples:
   tgc export --format ctranslate2 --checkpoint runs/zh-en ct2-zh-en
   python3 -c "import ctranslate2; t = ctranslate2.Translator('ct2-zh-en');
               print(t.translate_batch([list('我爱你')])[0].hypotheses[0])"
