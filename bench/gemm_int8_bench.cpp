@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
       const std::string k = argv[++i];
       kernel = k == "avx512vnni" ? Int8Kernel::avx512vnni
                : k == "avxvnni"  ? Int8Kernel::avxvnni
+               : k == "avx2"     ? Int8Kernel::avx2
                : k == "portable" ? Int8Kernel::portable
                                  : Int8Kernel::best;
     } else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) {
@@ -45,13 +46,14 @@ int main(int argc, char** argv) {
       }
       shapes = {s};
     } else {
-      std::fprintf(stderr, "usage: gemm_int8_bench [--shape MxNxK] [--runs N] [--kernel best|avx512vnni|avxvnni|portable]\n");
+      std::fprintf(stderr, "usage: gemm_int8_bench [--shape MxNxK] [--runs N] [--kernel best|avx512vnni|avxvnni|avx2|portable]\n");
       return 1;
     }
   }
   const Int8Kernel best = kernel == Int8Kernel::best ? hostInt8Kernel() : kernel;
   fmt::print("int8 kernels: {}\n", best == Int8Kernel::avx512vnni ? "AVX512-VNNI (512-bit VPDPBUSD)"
                                    : best == Int8Kernel::avxvnni  ? "AVX-VNNI (256-bit VPDPBUSD)"
+                                   : best == Int8Kernel::avx2     ? "AVX2 (VPMADDWD on 16-bit operands)"
                                                                   : "the portable loops");
   fmt::print("{:>16} {:>8} {:>12} {:>12} {:>9}\n", "MxNxK", "threads", "f32 GFLOP/s", "int8 GOP/s", "int8/f32");
   for (const auto& [m, n, k] : shapes) {

@@ -262,7 +262,7 @@ namespace {
 template <class T>
 void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, const T* a,
              const T* b, T* c, const Epilogue<T>& epi, ThreadPool* pool, const PrefetchPlan& next = {},
-             GemmPairShare::Side share = {}) {
+             GemmPairShare::Side share = {}, const GemmPackedB* pre = nullptr) {
   const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
   if (d.k == 0 || alpha == T(0)) {
     if (epi.sumB) sumColumnsOfB(d, b, epi.sumB);
@@ -303,12 +303,14 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
     const int64_t nSlivers = ceilDiv(ncur, NR);
     // The kc x (nSlivers * NR) panel of k block pc starts at bp + (pc - k0) * panelRow.
     const int64_t panelRow = nSlivers * NR;
-    T* bp = tPackB.get<T>(std::min(ks, d.k) * panelRow);
+    T* scratch = pre ? nullptr : tPackB.get<T>(std::min(ks, d.k) * panelRow);
     // Column sums (sumB): one row of panelRow partial sums per k block of all of K.
     T* sums = epi.sumB ? tSumB.get<T>(kBlocks * panelRow) : nullptr;
 
     for (int64_t k0 = 0; k0 < d.k; k0 += ks) {
       const int64_t k1 = std::min(d.k, k0 + ks);
+      // Packed before the first call (GemmEngine::packB), or now into this thread's scratch.
+      const T* bp = pre ? pre->panel<T>(jc / nc, k0 / ks) : scratch;
       const int64_t kb0 = k0 / cfg.kc, kbCount = ceilDiv(k1 - k0, cfg.kc);
       // Packing work: (k block, sliver) units; a range of them packs sliver runs per block.
       auto packUnits = [&](int64_t u0, int64_t u1) {
@@ -317,7 +319,7 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
           const int64_t s1 = std::min(u1, (kb + 1) * nSlivers) - kb * nSlivers;
           const int64_t pc = k0 + kb * cfg.kc;
           const int64_t kcur = std::min(cfg.kc, k1 - pc);
-          T* panel = bp + (pc - k0) * panelRow;
+          T* panel = scratch + (pc - k0) * panelRow;
           pack::packB(b, d.ldb, d.transB, jc, ncur, pc, kcur, cfg.nr, s0, s1, panel);
           if (sums)
             for (int64_t s = s0; s < s1; ++s)
@@ -325,9 +327,9 @@ void product(const GemmKernelConfig& cfg, Kernels<T> kern, const GemmDesc& d, co
         }
       };
       const int64_t units = kbCount * nSlivers;
-      if (threads > 1 && (k1 - k0) * panelRow >= 32768)
+      if (!pre && threads > 1 && (k1 - k0) * panelRow >= 32768)
         pool->parallelForDynamic(units, ceilDiv(units, 4 * threads), packUnits);
-      else
+      else if (!pre)
         packUnits(0, units);
       if (sums && k1 == d.k)  // k blocks in order: the same sums whichever thread packed which block
         for (int64_t j = 0; j < ncur; ++j) {
@@ -464,10 +466,54 @@ void* GemmEngine::epilogueKernel(const GemmEpilogue& epi) const {
   return fn;
 }
 
+std::shared_ptr<const GemmPackedB> GemmEngine::packB(const GemmDesc& d, const void* b) const {
+  d.validate();
+  if (d.dtype != config_.dtype || d.batchCount() != 1 || d.sumB || d.bF32 || d.k == 0 || d.n == 0)
+    return nullptr;
+  if (d.dtype == DType::f32 && small_m::applies(d)) return nullptr;
+  auto out = std::make_shared<GemmPackedB>();
+  out->dtype = d.dtype;
+  out->n = d.n;
+  out->k = d.k;
+  out->transB = d.transB;
+  out->blocking = gemmBBlocking(config_, d);
+  const int64_t nc = out->blocking.nc, ks = out->blocking.ks, NR = config_.nr;
+  const int64_t align = 64 / config_.elementBytes();
+  int64_t total = 0;
+  for (int64_t jc = 0; jc < d.n; jc += nc)
+    for (int64_t k0 = 0; k0 < d.k; k0 += ks) {
+      out->offsets.push_back(total);
+      total += ceilDiv((std::min(d.k, k0 + ks) - k0) * ceilDiv(std::min(nc, d.n - jc), NR) * NR, align) * align;
+    }
+  auto fill = [&](auto* data, const auto* src) {
+    size_t panel = 0;
+    for (int64_t jc = 0; jc < d.n; jc += nc) {
+      const int64_t ncur = std::min(nc, d.n - jc), nSlivers = ceilDiv(ncur, NR);
+      for (int64_t k0 = 0; k0 < d.k; k0 += ks, ++panel) {
+        auto* bp = data + out->offsets[panel];
+        for (int64_t pc = k0; pc < std::min(d.k, k0 + ks); pc += config_.kc) {
+          const int64_t kcur = std::min(config_.kc, std::min(d.k, k0 + ks) - pc);
+          pack::packB(src, d.ldb, d.transB, jc, ncur, pc, kcur, NR, 0, nSlivers,
+                      bp + (pc - k0) * nSlivers * NR);
+        }
+      }
+    }
+  };
+  if (d.dtype == DType::f32)
+    fill(static_cast<float*>(out->data = out->storage.get<float>(total)), static_cast<const float*>(b));
+  else
+    fill(static_cast<double*>(out->data = out->storage.get<double>(total)), static_cast<const double*>(b));
+  return out;
+}
+
 template <class T>
 void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, ThreadPool& pool,
-                          const GemmEpilogueOperands& operands, GemmPairShare::Side share) const {
+                          const GemmEpilogueOperands& operands, GemmPairShare::Side share,
+                          const GemmPackedB* packedB) const {
   const int64_t count = d.batchCount();
+  if (packedB && (count != 1 || packedB->n != d.n || packedB->k != d.k ||
+                  packedB->transB != d.transB || packedB->dtype != d.dtype))
+    throw std::invalid_argument("gemm: the packed B was packed for another product");
   if (d.sumB && d.n > 0) {
     if (!operands.sumB) throw std::invalid_argument("gemm: sumB is set but its output is missing");
     if (d.m == 0) sumColumnsOfB(d, b, static_cast<T*>(operands.sumB));  // no product runs
@@ -520,7 +566,8 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
   };
   auto item = [&](int64_t index, ThreadPool* inner, const PrefetchPlan& next) {
     const auto it = itemOf(index);
-    product(config_, kern, d, it.a, it.b, it.c, it.epi, inner, next, count == 1 ? share : GemmPairShare::Side{});
+    product(config_, kern, d, it.a, it.b, it.c, it.epi, inner, next,
+            count == 1 ? share : GemmPairShare::Side{}, packedB);
   };
 
   const int threads = pool.numThreads();
@@ -534,7 +581,7 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
     // few rows that B is read in place (codegen/gemm_small_m.h, in product()).
     bool fewRows = false;
     if constexpr (std::is_same_v<T, float>) fewRows = small_m::applies(d);
-    const bool small = !fewRows && batched::smallItems(config_, d);
+    const bool small = !packedB && !fewRows && batched::smallItems(config_, d);
     balancedChunks(pool, count, ceilDiv(count, 4 * threads), [&](int64_t b0, int64_t b1) {
       if (small) return batched::runItems<T>(config_, kern.packed, kern.direct, d, b0, b1, itemOf);
       for (int64_t i = b0; i < b1; ++i) {
@@ -555,7 +602,8 @@ void GemmEngine::runTyped(const GemmDesc& d, const T* a, const T* b, T* c, Threa
 }
 
 void GemmEngine::run(const GemmDesc& desc, const void* a, const void* b, void* c,
-                     ThreadPool* pool, const GemmEpilogueOperands& epi, GemmPairShare::Side share) const {
+                     ThreadPool* pool, const GemmEpilogueOperands& epi, GemmPairShare::Side share,
+                     const GemmPackedB* packedB) const {
   desc.validate();
   if (desc.dtype != config_.dtype)
     throw std::invalid_argument(fmt::format("gemm: {} operands given to the {} engine",
@@ -563,16 +611,16 @@ void GemmEngine::run(const GemmDesc& desc, const void* a, const void* b, void* c
   ThreadPool& p = pool ? *pool : ThreadPool::global();
   if (desc.dtype == DType::f32)
     runTyped(desc, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c), p,
-             epi, share);
+             epi, share, packedB);
   else
     runTyped(desc, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c), p,
-             epi, share);
+             epi, share, packedB);
 }
 
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool,
-          const GemmEpilogueOperands& epi, GemmPairShare::Side share) {
+          const GemmEpilogueOperands& epi, GemmPairShare::Side share, const GemmPackedB* packedB) {
   desc.validate();
-  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool, epi, share);
+  GemmEngine::host(desc.dtype).run(desc, a, b, c, pool, epi, share, packedB);
 }
 
 }  // namespace tgc::codegen

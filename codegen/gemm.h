@@ -35,6 +35,7 @@
 #include "codegen/gemm_epilogue.h"
 #include "codegen/gemm_kernel.h"
 #include "codegen/gemm_pair_share.h"
+#include "codegen/gemm_scratch.h"
 #include "ir/dtype.h"
 
 namespace tgc {
@@ -44,6 +45,7 @@ class ThreadPool;
 namespace tgc::codegen {
 
 class Jit;
+struct GemmPackedB;
 
 struct GemmDesc {
   DType dtype = DType::f32;  // f32 or f64, for A, B and C alike
@@ -98,8 +100,18 @@ class GemmEngine {
   // Runs the batched product and desc.epilogue (with `epi`'s operands); `pool` defaults to
   // ThreadPool::global(). `share`: the product is half of a GEMM pair, run on a pool of one
   // thread, whose other thread may help with it (a single product; ignored for a batch).
+  // `packedB`: desc's B as packB packed it (ignored where packB would return null); b is
+  // then not read.
   void run(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,
-           const GemmEpilogueOperands& epi = {}, GemmPairShare::Side share = {}) const;
+           const GemmEpilogueOperands& epi = {}, GemmPairShare::Side share = {},
+           const GemmPackedB* packedB = nullptr) const;
+
+  // B of a single product packed once into the panels run() would pack on every call, for
+  // a B that does not change between calls (an inference weight): run() with it skips the
+  // read and write of all of B that each call otherwise pays (at 32 rows, as much time as
+  // the products). Null where run() would not pack B: a batch, sumB, bF32, k == 0, or few
+  // enough rows that B is read in place (codegen/gemm_small_m.h).
+  std::shared_ptr<const GemmPackedB> packB(const GemmDesc& desc, const void* b) const;
 
   // The generated kernel (GemmEpilogueKernel<float or double>*) of epi's stages, compiled
   // on first use; null for an empty epilogue.
@@ -108,7 +120,8 @@ class GemmEngine {
  private:
   template <class T>
   void runTyped(const GemmDesc& desc, const T* a, const T* b, T* c, ThreadPool& pool,
-                const GemmEpilogueOperands& epi, GemmPairShare::Side share) const;
+                const GemmEpilogueOperands& epi, GemmPairShare::Side share,
+                const GemmPackedB* packedB) const;
 
   Jit* jit_;
   GemmKernelConfig config_;
@@ -125,8 +138,27 @@ struct GemmBBlocking {
 };
 GemmBBlocking gemmBBlocking(const GemmKernelConfig& config, const GemmDesc& desc);
 
+// The panels of one B (GemmEngine::packB), one per (column block, K super-block) in
+// product order, each as product() lays out its per-call scratch panel.
+struct GemmPackedB {
+  DType dtype = DType::f32;
+  int64_t n = 0, k = 0;  // the product's shape it was packed for (checked by run)
+  bool transB = false;
+  GemmBBlocking blocking;
+  std::vector<int64_t> offsets;  // per panel, in elements of `dtype` into data (64-byte aligned)
+  Scratch storage;               // aligned as the kernels' loads need it
+  void* data = nullptr;
+
+  template <class T>
+  const T* panel(int64_t column, int64_t super) const {
+    const int64_t supers = (k + blocking.ks - 1) / blocking.ks;
+    return static_cast<const T*>(data) + offsets[static_cast<size_t>(column * supers + super)];
+  }
+};
+
 // Runs desc with the host engine for its dtype.
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, ThreadPool* pool = nullptr,
-          const GemmEpilogueOperands& epi = {}, GemmPairShare::Side share = {});
+          const GemmEpilogueOperands& epi = {}, GemmPairShare::Side share = {},
+          const GemmPackedB* packedB = nullptr);
 
 }  // namespace tgc::codegen

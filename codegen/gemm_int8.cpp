@@ -21,6 +21,7 @@ namespace tgc::codegen {
 
 #define TGC_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define TGC_AVXVNNI __attribute__((target("avx2,avxvnni")))
+#define TGC_AVX2 __attribute__((target("avx2")))
 
 namespace {
 
@@ -97,6 +98,39 @@ TGC_AVXVNNI void avxVnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, i
 }
 #endif
 
+#if TGC_INT8_X86
+// AVX2 without VNNI: VPMADDWD on 16-bit operands, A as a_q (s16, no offset) and each
+// column's four k sign-extended from the packed bytes. A 32-bit lane sums two products, so
+// a column spreads over two lanes, added pairwise at the end; 4 rows x 8 columns at a time
+// (8 accumulators). The sums are exact (each lane below K * 127^2 < 2^31); the caller adds
+// the unsigned kernels' 128 * colSum, so that one store serves every kernel.
+TGC_AVX2 void avx2Block(const int16_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc) {
+  for (int64_t r0 = 0; r0 < kRows; r0 += 4)
+    for (int64_t c0 = 0; c0 < kCols; c0 += 8) {
+      __m256i s[4][2];
+      for (auto& r : s) r[0] = r[1] = _mm256_setzero_si256();
+      for (int64_t q = 0; q < kq; ++q) {
+        const int8_t* b = bp + q * 128 + c0 * 4;  // columns c0..c0+7, four k each
+        const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+        const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
+        for (int64_t r = 0; r < 4; ++r) {
+          int64_t four;
+          __builtin_memcpy(&four, a + (r0 + r) * lda + q * 4, 8);
+          const __m256i av = _mm256_set1_epi64x(four);
+          s[r][0] = _mm256_add_epi32(s[r][0], _mm256_madd_epi16(av, b0));
+          s[r][1] = _mm256_add_epi32(s[r][1], _mm256_madd_epi16(av, b1));
+        }
+      }
+      for (int64_t r = 0; r < 4; ++r) {
+        // Lanes (c0 c0 c1 c1 | c2 c2 c3 c3) and (c4 ..): pairwise sums give (c0 c1 c4 c5 |
+        // c2 c3 c6 c7), and the 64-bit permute puts them in order.
+        const __m256i sums = _mm256_permute4x64_epi64(_mm256_hadd_epi32(s[r][0], s[r][1]), 0xD8);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + (r0 + r) * kCols + c0), sums);
+      }
+    }
+}
+#endif
+
 // The same sums with plain integer loops.
 void portableBlock(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc) {
   std::fill(acc, acc + kRows * kCols, 0);
@@ -168,16 +202,16 @@ TGC_VNNI float quantizeRowVnni(const float* x, int64_t k, uint8_t* u) {
 
 
 // Eight values quantized and offset to unsigned, as 32-bit lanes.
-__attribute__((target("avx2,avxvnni"), always_inline)) inline __m256i eightUnsigned(
+__attribute__((target("avx2"), always_inline)) inline __m256i eightUnsigned(
     const float* x, __m256 inv, __m256i lo, __m256i hi, __m256i off) {
   const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), inv));
   return _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(q, lo), hi), off);
 }
 
-// The same on AVX2 (AVX-VNNI hosts), 32 values a pass: the conversion rounds as the MXCSR
+// The same on AVX2 (AVX-VNNI and plain AVX2 hosts), 32 values a pass: the conversion rounds as the MXCSR
 // says, round-to-nearest-even as nearbyint does, and the unsigned saturating packs keep
 // [1, 255] as they are (a permute undoes their lane interleaving).
-TGC_AVXVNNI float quantizeRowAvx2(const float* x, int64_t k, uint8_t* u) {
+TGC_AVX2 float quantizeRowAvx2(const float* x, int64_t k, uint8_t* u) {
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 big = _mm256_set1_ps(std::numeric_limits<float>::max());
   __m256 mx = _mm256_setzero_ps();
@@ -226,8 +260,20 @@ bool hostHasAvxVnni() {
 #endif
 }
 
+bool hostHasAvx2() {
+#if TGC_INT8_X86
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
 Int8Kernel hostInt8Kernel() {
-  return hostHasVnni() ? Int8Kernel::avx512vnni : hostHasAvxVnni() ? Int8Kernel::avxvnni : Int8Kernel::portable;
+  return hostHasVnni()      ? Int8Kernel::avx512vnni
+         : hostHasAvxVnni() ? Int8Kernel::avxvnni
+         : hostHasAvx2()    ? Int8Kernel::avx2
+                            : Int8Kernel::portable;
 }
 
 namespace {
@@ -236,6 +282,7 @@ Int8Kernel resolve(Int8Kernel k) {
   if (k == Int8Kernel::best) return hostInt8Kernel();
   if (k == Int8Kernel::avx512vnni && !hostHasVnni()) return Int8Kernel::portable;
   if (k == Int8Kernel::avxvnni && !hostHasAvxVnni()) return Int8Kernel::portable;
+  if (k == Int8Kernel::avx2 && !hostHasAvx2()) return Int8Kernel::portable;
   return k;
 }
 }  // namespace
@@ -296,18 +343,31 @@ namespace {
 template <class Store>
 void tiles(const uint8_t* u, int64_t ld, int64_t m, const Int8Weights& w, ThreadPool* pool,
            Int8Kernel kernel, const Store& store) {
+  // The 16-bit kernel reads a_q itself: u - 128 on the real entries, 0 in the padding.
+  std::vector<int16_t> a16;
+  if (kernel == Int8Kernel::avx2) {
+    a16.assign(static_cast<size_t>((m + kRows - 1) / kRows * kRows * ld), 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t kk = 0; kk < w.k; ++kk)
+        a16[static_cast<size_t>(i * ld + kk)] = static_cast<int16_t>(u[i * ld + kk] - 128);
+  }
   forTiles(m, w, pool, [&](int64_t row0, int64_t block) {
     alignas(64) int32_t acc[kRows * kCols];
     const int8_t* bp = w.packed.data() + block * w.kQuads() * 128;
+    const int64_t col0 = block * kCols, rows = std::min(kRows, m - row0), cols = std::min(kCols, w.n - col0);
     switch (kernel) {
 #if TGC_INT8_X86
       case Int8Kernel::avx512vnni: vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
       case Int8Kernel::avxvnni: avxVnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
+      case Int8Kernel::avx2:
+        avx2Block(a16.data() + row0 * ld, ld, bp, w.kQuads(), acc);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) acc[r * kCols + j] += 128 * w.colSum[static_cast<size_t>(col0 + j)];
+        break;
 #endif
       default: portableBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
     }
-    const int64_t col0 = block * kCols;
-    store(row0, col0, std::min(kRows, m - row0), std::min(kCols, w.n - col0), acc);
+    store(row0, col0, rows, cols, acc);
   });
 }
 
@@ -336,7 +396,7 @@ void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, cons
   std::vector<float> sa(static_cast<size_t>(m));
   kernel = resolve(kernel);
   const bool fast = kernel == Int8Kernel::avx512vnni;  // (the AVX-512 quantizer)
-  const bool avx2 = kernel == Int8Kernel::avxvnni;
+  const bool avx2 = kernel == Int8Kernel::avxvnni || kernel == Int8Kernel::avx2;
   (void)fast;
   (void)avx2;
   auto quantizeRange = [&](int64_t b, int64_t e) {

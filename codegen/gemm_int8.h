@@ -6,7 +6,7 @@
 //   C     f32: c[m, n] = scale_m * scale_n * sum_k a_q[m, k] * w_q[k, n] (+ bias[n]).
 //
 // The products run on AVX512-VNNI's VPDPBUSD (u8 x s8, four products summed into each
-// 32-bit lane) where the host has it: A is offset to unsigned (a_q + 128) and the offset is
+// 32-bit lane) where the host has it (AVX2 hosts without VNNI: VPMADDWD on s16 x s16): A is offset to unsigned (a_q + 128) and the offset is
 // taken back with the weights' column sums, so the 32-bit sums are exact and equal, bit for
 // bit, to the portable path's plain integer loops used elsewhere. Sums cannot overflow for
 // K < 2^16 (each product is at most 127 * 127 after the offset is removed; the unsigned
@@ -48,9 +48,10 @@ Int8Weights packWeights(const int8_t* wq, int64_t k, int64_t n, int64_t ldw, std
 void quantizeRows(const float* a, int64_t m, int64_t k, int64_t lda, int8_t* q, float* scale);
 
 // Which kernels run the products: `best` picks the host's widest (AVX512-VNNI, else the
-// 256-bit AVX-VNNI, else the portable loops); the others force one, for tests and benches
-// (a kernel the host lacks falls back to portable). All give the same bits.
-enum class Int8Kernel { best, avx512vnni, avxvnni, portable };
+// 256-bit AVX-VNNI, else AVX2's VPMADDWD on 16-bit operands, else the portable loops); the
+// others force one, for tests and benches (a kernel the host lacks falls back to
+// portable). All give the same bits.
+enum class Int8Kernel { best, avx512vnni, avxvnni, avx2, portable };
 
 // The exact integer product: c[m, n] = sum_k aq[m, k] * w_q[k, n], aq [M, K] row stride lda.
 void int8GemmS32(const int8_t* aq, int64_t m, int64_t lda, const Int8Weights& w, int32_t* c,
@@ -64,6 +65,7 @@ void int8Gemm(const float* a, int64_t m, int64_t lda, const Int8Weights& w, cons
 // 256-bit ones (AVX-VNNI).
 bool hostHasVnni();
 bool hostHasAvxVnni();
+bool hostHasAvx2();
 // The kernel `best` resolves to on this host.
 Int8Kernel hostInt8Kernel();
 

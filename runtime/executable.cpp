@@ -276,6 +276,7 @@ void Executable::Impl::build(const Graph& source) {
   std::vector<codegen::LoweredKernel> lowered;
   std::vector<int> loweredLaunch;
   std::set<DType> gemmTypes;
+  std::set<int> paramSlots;  // inputs of role "param" (views share their slots)
   // A group launches at its last node; its other members' values never get a slot.
   const auto groups = kernelGroups(*graph, opts.fuse);
   // Weight casts to bf16 rounded by the GEMMs that read them: no launch, no copy.
@@ -290,6 +291,7 @@ void Executable::Impl::build(const Graph& source) {
           inputs.push_back({n.result()->name(), n.result()->type(), -1});
           inputs.back().slot = newSlot(*n.result(), SlotKind::Input,
                                        static_cast<int>(inputs.size()) - 1);
+          if (n.attrString("role") == "param") paramSlots.insert(inputs.back().slot);
           break;
         }
         std::vector<Tensor> values = sourceValues(n);
@@ -317,6 +319,8 @@ void Executable::Impl::build(const Graph& source) {
         gemmTypes.insert(bf16 ? DType::f32 : l.gemm.dtype);
         l.slots = {slotOf.at(n.operand(0)), slotOf.at(n.operand(1)), -1};
         l.writes = {false, false, true};
+        l.gemmConstantB = opts.constantParams && !bf16 && !l.gemm.bF32 &&
+                          paramSlots.count(l.slots[1]) > 0;
         use(l.slots[0], launch);
         use(l.slots[1], launch);
         l.slots[2] = newSlot(*n.result(), SlotKind::Arena, -1);

@@ -58,6 +58,10 @@ struct ExecOptions {
   bool poisonFreed = false;
   int numThreads = 0;     // 0: the process-wide pool (TGC_NUM_THREADS, else every core)
   bool updateInPlace = false;  // the stateful mode: new.X is written into X (runStep)
+  // Inference: every input of role "param" holds the same values in every run (the
+  // caller compiles again for new ones), so a GEMM whose B is one packs it at the first
+  // run and keeps it (codegen::GemmEngine::packB).
+  bool constantParams = false;
   bool profile = false;   // time every launch (Executable::profile)
   bool fuse = true;       // generic fusion (codegen/fusion_groups.h); TGC_NO_FUSION=1: off
   // With a pool of exactly 2 threads: independent GEMMs of similar FLOPs run side by side,
@@ -137,6 +141,10 @@ class Executable {
   // 32 MB logits: ~2,000 faults a step and the kernel zeroing the pages).
   void runStep(ParamStore& store, const std::map<std::string, Tensor>& batch,
                std::map<std::string, Tensor>& out);
+
+  // Under ExecOptions::constantParams: the parameters hold new values from the next run on
+  // (the B packed from them is dropped and packed again then).
+  void paramsChanged();
 
   // Inputs X paired with an output new.X (empty unless updateInPlace).
   const std::vector<std::string>& stateNames() const;

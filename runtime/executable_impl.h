@@ -46,6 +46,8 @@ struct Launch {
   bool parallel = false;
   codegen::GemmDesc gemm;     // Gemm: slots are A, B, C
   bool gemmZeroK = false;     // an empty contraction: C is all zeros
+  bool gemmConstantB = false;  // B is a parameter under ExecOptions::constantParams
+  std::shared_ptr<const codegen::GemmPackedB> packedB;  // ... packed at the first run
   codegen::LibraryKernel library;  // Library: slots are the operands, then the results
   size_t libraryOperands = 0;
   std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)

@@ -63,9 +63,15 @@ void Executable::Impl::runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare:
   else if (cBytes > 0 && l.gemm.dtype == DType::bf16)
     codegen::gemmBf16(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
                       static_cast<float*>(epilogueOperands(l.gemm, l.ptrs.data() + 3).sumB));
-  else if (cBytes > 0)
-    codegen::gemm(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p,
-                  epilogueOperands(l.gemm, l.ptrs.data() + 3), share);
+  else if (cBytes > 0) {
+    const codegen::GemmEngine& engine = codegen::GemmEngine::host(l.gemm.dtype);
+    if (l.gemmConstantB && !l.packedB) {
+      l.packedB = engine.packB(l.gemm, l.ptrs[1]);
+      l.gemmConstantB = l.packedB != nullptr;  // (null: this product reads B in place)
+    }
+    engine.run(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p, epilogueOperands(l.gemm, l.ptrs.data() + 3),
+               share, l.packedB.get());
+  }
 }
 
 void Executable::Impl::poisonDying(const Launch& l) {
@@ -314,6 +320,14 @@ GraphBackend cpuF64Backend(const ExecOptions& opts) {
     std::shared_ptr<Executable> exe = Executable::compile(*promoteToF64(g), opts);
     return [exe](const std::map<std::string, Tensor>& inputs) { return exe->run(inputs); };
   };
+}
+
+void Executable::paramsChanged() {
+  for (Launch& l : impl_->launches)
+    if (l.packedB) {
+      l.packedB.reset();
+      l.gemmConstantB = true;
+    }
 }
 
 }  // namespace tgc::runtime

@@ -82,13 +82,24 @@ Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
                        runtime::ExecOptions exec)
     : model_(std::move(model)), feed_(std::move(params)), exec_(exec) {
   exec_.updateInPlace = false;
+  exec_.constantParams = true;  // GEMMs pack their weights once (setParams says when not)
 }
 
 Translator::~Translator() = default;
 
 void Translator::setParams(std::map<std::string, Tensor> params) {
   feed_ = std::move(params);
-  if (quantize_) forgetCompiled();
+  if (quantize_) {
+    forgetCompiled();
+    return;
+  }
+  auto changed = [](auto& table) {
+    for (auto& [key, exe] : table)
+      if (exe) exe->paramsChanged();
+  };
+  changed(encoders_);
+  changed(decoders_);
+  changed(graphs_);
 }
 
 void Translator::setQuantize(bool on) {

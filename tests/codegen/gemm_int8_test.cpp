@@ -1,6 +1,6 @@
 // The int8 GEMM (codegen/gemm_int8.h): the 32-bit sums against an exact integer reference,
-// on VPDPBUSD (when the host has AVX512-VNNI) and on the portable loops, which must agree bit
-// for bit; the quantizers; the f32 GEMM against the dequantized operands; bad input refused.
+// on VPDPBUSD (when the host has AVX512-VNNI or AVX-VNNI), on VPMADDWD (AVX2) and on the
+// portable loops, which must agree bit for bit; the quantizers; the f32 GEMM against the dequantized operands; bad input refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +19,7 @@ std::vector<int8_t> randomS8(size_t n, uint32_t seed) {
   return testing::randomVector<int8_t>(n, seed, -127.99, 127.99);
 }
 
-const Int8Kernel kKernels[] = {Int8Kernel::portable, Int8Kernel::avxvnni, Int8Kernel::avx512vnni,
+const Int8Kernel kKernels[] = {Int8Kernel::portable, Int8Kernel::avxvnni, Int8Kernel::avx512vnni, Int8Kernel::avx2,
                                Int8Kernel::best};
 
 // Every shape edge: one row, rows past a multiple of 8, K not a multiple of 4, N past 32.
@@ -51,8 +51,8 @@ TEST(GemmInt8, SumsAreExactOnEveryPath) {
                 << "kernel " << static_cast<int>(kernel) << " at (" << i << ", " << j << ")";
       }
   }
-  if (!hostHasVnni() || !hostHasAvxVnni())
-    GTEST_SKIP() << "this host lacks AVX512-VNNI or AVX-VNNI: those kernels ran as the portable loops";
+  if (!hostHasVnni() || !hostHasAvxVnni() || !hostHasAvx2())
+    GTEST_SKIP() << "this host lacks AVX512-VNNI, AVX-VNNI or AVX2: those kernels ran as the portable loops";
 }
 
 TEST(GemmInt8, ExtremesDoNotOverflow) {

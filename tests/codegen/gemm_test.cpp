@@ -6,6 +6,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -370,6 +371,54 @@ TEST(Gemm, FewRowsMatchTheReference) {
               checkGemm<float>(hostEngine(DType::f32), d, pool);
             }
   }
+}
+
+// B packed once (GemmEngine::packB) gives the bits of B packed on every call: the same
+// panels, the same products. Shapes cover one panel, column blocks and K super-blocks.
+template <class T>
+void checkPackedB(DType dtype) {
+  const GemmEngine& engine = hostEngine(dtype);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+             {32, 7187, 256}, {16, 33, 17}, {64, 1024, 256}, {9, 4000, 3000}, {200, 300, 5000}})
+      for (bool tb : {false, true}) {
+        GemmDesc d = GemmDesc::contiguous(dtype, m, n, k, false, tb);
+        SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " tB=" << tb << " threads=" << threads);
+        const auto a = randomVector<T>(storedA(d), 1);
+        const auto b = randomVector<T>(storedB(d), 2);
+        std::vector<T> want(storedC(d)), got(storedC(d), T(-1));
+        engine.run(d, a.data(), b.data(), want.data(), &pool);
+        const auto packed = engine.packB(d, b.data());
+        ASSERT_TRUE(packed);
+        const std::vector<T> junk(b.size(), std::numeric_limits<T>::quiet_NaN());  // B unread
+        engine.run(d, a.data(), junk.data(), got.data(), &pool, {}, {}, packed.get());
+        ASSERT_EQ(got, want);
+      }
+  }
+}
+
+TEST(Gemm, PackedOnceEqualsPackedPerCall) {
+  checkPackedB<float>(DType::f32);
+  checkPackedB<double>(DType::f64);
+}
+
+TEST(Gemm, PackedOnceIsRefusedForAnotherShapeAndSkippedWhereBIsNotPacked) {
+  const GemmEngine& engine = hostEngine(DType::f32);
+  const GemmDesc d = GemmDesc::contiguous(DType::f32, 32, 64, 48);
+  const std::vector<float> a(storedA(d), 1.0f), b(storedB(d), 1.0f);
+  std::vector<float> c(storedC(d));
+  const auto packed = engine.packB(d, b.data());
+  ASSERT_TRUE(packed);
+  const GemmDesc other = GemmDesc::contiguous(DType::f32, 32, 64, 40);
+  EXPECT_THROW(engine.run(other, a.data(), b.data(), c.data(), nullptr, {}, {}, packed.get()),
+               std::invalid_argument);
+  GemmDesc summed = d;
+  summed.sumB = true;
+  EXPECT_EQ(engine.packB(summed, b.data()), nullptr);
+  GemmDesc batched = d;
+  batched.addBatch(2);
+  EXPECT_EQ(engine.packB(batched, b.data()), nullptr);
 }
 
 TEST(Gemm, LeadingDimensionsAndAlphaBeta) {
