@@ -471,6 +471,9 @@ std::shared_ptr<const GemmPackedB> GemmEngine::packB(const GemmDesc& d, const vo
   if (d.dtype != config_.dtype || d.batchCount() != 1 || d.sumB || d.bF32 || d.k == 0 || d.n == 0)
     return nullptr;
   if (d.dtype == DType::f32 && small_m::applies(d)) return nullptr;
+  // Items small enough for the batched path stay on it (their B is small, and a row's
+  // bits there do not depend on how many rows the product has).
+  if (batched::smallItems(config_, d)) return nullptr;
   auto out = std::make_shared<GemmPackedB>();
   out->dtype = d.dtype;
   out->n = d.n;

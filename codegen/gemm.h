@@ -110,7 +110,8 @@ class GemmEngine {
   // a B that does not change between calls (an inference weight): run() with it skips the
   // read and write of all of B that each call otherwise pays (at 32 rows, as much time as
   // the products). Null where run() would not pack B: a batch, sumB, bF32, k == 0, or few
-  // enough rows that B is read in place (codegen/gemm_small_m.h).
+  // enough rows that B is read in place (codegen/gemm_small_m.h); and for products small
+  // enough for the batched path (codegen/gemm_batched.h), whose B is cheap to pack.
   std::shared_ptr<const GemmPackedB> packB(const GemmDesc& desc, const void* b) const;
 
   // The generated kernel (GemmEpilogueKernel<float or double>*) of epi's stages, compiled

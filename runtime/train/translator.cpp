@@ -78,6 +78,11 @@ double lengthPenalty(int64_t len, double alpha) {
 
 int64_t lengthBucket(int64_t n) { return std::max<int64_t>(16, nextPow2(n)); }
 
+namespace {
+// Buffers kept for reuse between batches and shrinks: a batch's caches at each of its sizes.
+constexpr size_t kSpareBuffers = 24;
+}  // namespace
+
 Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
                        runtime::ExecOptions exec)
     : model_(std::move(model)), feed_(std::move(params)), exec_(exec) {
@@ -212,7 +217,60 @@ void Translator::giveBack(Cache& c) {
   for (size_t i = 1; i < c.out.size(); ++i)
     if (c.out[i].numel() > 0) spare_.push_back(std::move(c.out[i]));
   c.out.clear();
-  while (spare_.size() > 8) spare_.erase(spare_.begin());  // the oldest go
+  while (spare_.size() > kSpareBuffers) spare_.erase(spare_.begin());  // the oldest go
+}
+
+namespace {
+
+// Rows `keep` of a [L, B, X, D] tensor (or of a [B, X] one when rank 2) into `to` of the
+// same type but B' = to's rows; rows past keep.size() repeat its last row. Only the first
+// `used` bytes of each row are copied (0: all of it).
+void gatherRows(const Tensor& from, const std::vector<int64_t>& keep, Tensor& to, size_t used = 0) {
+  const Shape& fs = from.shape();
+  const bool stacked = fs.size() == 4;
+  const int64_t layers = stacked ? fs[0] : 1, B = stacked ? fs[1] : fs[0], B2 = stacked ? to.shape()[1] : to.shape()[0];
+  const size_t stride = static_cast<size_t>(from.numel() / (layers * B)) * dtypeSize(from.dtype());
+  const size_t row = used > 0 ? std::min(used, stride) : stride;
+  const auto* src = static_cast<const char*>(from.data());
+  auto* dst = static_cast<char*>(to.data());
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t j = 0; j < B2; ++j) {
+      const int64_t r = keep[static_cast<size_t>(std::min<int64_t>(j, static_cast<int64_t>(keep.size()) - 1))];
+      std::memcpy(dst + static_cast<size_t>(l * B2 + j) * stride, src + static_cast<size_t>(l * B + r) * stride, row);
+    }
+}
+
+TensorType withRows(const Tensor& t, int64_t rows) {
+  TensorType type = t.type();
+  type.shape[type.rank() == 4 ? 1 : 0] = rows;
+  return type;
+}
+
+}  // namespace
+
+void Translator::shrinkCache(Cache& c, const std::vector<int64_t>& keep, int64_t rows, int64_t written) {
+  // (Buffers from the pool: fresh ones would fault their pages in on every shrink.)
+  auto gathered = [&](Tensor& t, size_t used) {
+    Tensor to = takeBuffer(withRows(t, rows));
+    gatherRows(t, keep, to, used);
+    spare_.push_back(std::move(t));
+    t = std::move(to);
+  };
+  gathered(c.src, 0);
+  gathered(c.crossK, 0);
+  gathered(c.crossV, 0);
+  const TensorType self = withRows(c.selfK, rows);
+  if (written > 0) {  // positions 0..written-1 hold keys and values so far
+    const size_t used = static_cast<size_t>(written * c.selfK.shape()[3]) * dtypeSize(c.selfK.dtype());
+    gathered(c.selfK, used);
+    gathered(c.selfV, used);
+  }
+  // The next step's output buffers, of the new shape (the old ones go back to the pool).
+  for (size_t i = 1; i < c.out.size(); ++i) {
+    if (c.out[i].numel() > 0) spare_.push_back(std::move(c.out[i]));
+    c.out[i] = takeBuffer(self);
+  }
+  while (spare_.size() > kSpareBuffers) spare_.erase(spare_.begin());
 }
 
 void Translator::run(runtime::Executable& exe, std::vector<std::pair<std::string, Tensor*>> data,
@@ -270,7 +328,8 @@ void Translator::prepare(const std::vector<const std::vector<int64_t>*>& batch, 
   const int64_t B = nextPow2(n * o.beam);
   if (o.kvCache) {
     graph("decode_memory", B, S, 0);
-    graph("decode_cached", B, S, lengthBucket(limit + 1));
+    // Every batch size the rows shrink to as sentences finish (shrinkCache).
+    for (int64_t b = B; b >= nextPow2(o.beam); b /= 2) graph("decode_cached", b, S, lengthBucket(limit + 1));
   } else {  // the prefix (bos and up to limit - 1 tokens) in every bucket it passes
     for (int64_t T = lengthBucket(1); T <= lengthBucket(limit); T *= 2) decoder(B, S, T);
   }
@@ -344,28 +403,49 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
   const Tensor src = sourceRows(sources, B, S);
   const Tensor memory = encode(src);
   std::vector<std::vector<int64_t>> prefixes(static_cast<size_t>(rows), {Vocab::kBos});
-  std::vector<bool> done(static_cast<size_t>(rows), false);
   const int64_t limit = maxSteps(sources, o);
   Cache cache;
   if (o.kvCache) cache = startCache(src, memory, limit);
-  for (int64_t t = 0; t < limit; ++t) {
-    std::vector<int64_t> last;
-    for (const auto& p : prefixes) last.push_back(p.back());
+  // The sentence each row runs (done ones keep running until the batch shrinks past them:
+  // with the cache, once nextPow2 of the rows still decoding drops, they are dropped).
+  std::vector<int64_t> rowOf(static_cast<size_t>(rows));
+  std::iota(rowOf.begin(), rowOf.end(), int64_t{0});
+  std::vector<bool> done(static_cast<size_t>(rows), false);
+  int64_t live = rows;
+  for (int64_t t = 0; t < limit && live > 0; ++t) {
     Tensor uncached;
-    const Tensor& lp = o.kvCache ? cachedStep(cache, last, t) : (uncached = step(src, memory, prefixes));
-    const int64_t V = lp.shape()[1];
-    bool all = true;
-    for (int64_t b = 0; b < rows; ++b) {
-      if (done[static_cast<size_t>(b)]) continue;
-      const int64_t tok = argmaxToken(lp.as<float>() + b * V, V);
-      scores[static_cast<size_t>(b)] += lp.as<float>()[b * V + tok];
-      if (tok == Vocab::kEos)
-        done[static_cast<size_t>(b)] = true;
-      else
-        prefixes[static_cast<size_t>(b)].push_back(tok);
-      all = all && done[static_cast<size_t>(b)];
+    const Tensor* lpp = &uncached;
+    if (o.kvCache) {
+      std::vector<int64_t> last;
+      for (int64_t b : rowOf) last.push_back(prefixes[static_cast<size_t>(b)].back());
+      lpp = &cachedStep(cache, last, t);
+    } else {
+      uncached = step(src, memory, prefixes);
     }
-    if (all) break;
+    const Tensor& lp = *lpp;
+    const int64_t V = lp.shape()[1];
+    for (size_t r = 0; r < rowOf.size(); ++r) {
+      const auto b = static_cast<size_t>(rowOf[r]);
+      if (done[b]) continue;
+      const int64_t tok = argmaxToken(lp.as<float>() + static_cast<int64_t>(r) * V, V);
+      scores[b] += lp.as<float>()[static_cast<int64_t>(r) * V + tok];
+      if (tok == Vocab::kEos) {
+        done[b] = true;
+        --live;
+      } else {
+        prefixes[b].push_back(tok);
+      }
+    }
+    if (o.kvCache && live > 0 && nextPow2(live) < cache.src.shape()[0]) {
+      std::vector<int64_t> keep, sentences;
+      for (size_t r = 0; r < rowOf.size(); ++r)
+        if (!done[static_cast<size_t>(rowOf[r])]) {
+          keep.push_back(static_cast<int64_t>(r));
+          sentences.push_back(rowOf[r]);
+        }
+      shrinkCache(cache, keep, nextPow2(live), t + 1);
+      rowOf = std::move(sentences);
+    }
   }
   for (int64_t b = 0; b < rows; ++b)
     out[static_cast<size_t>(b)].assign(prefixes[static_cast<size_t>(b)].begin() + 1,
@@ -412,7 +492,30 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
   if (o.kvCache) cache = startCache(src, memory, maxSteps(sources, o));
   std::vector<std::vector<Finished>> finished(static_cast<size_t>(sentences));
   const int64_t limit = maxSteps(sources, o);
+  // Sentence s runs in rows blockOf[s] * K .. + K - 1 of the current batch of Bnow rows; with
+  // the cache, the batch shrinks to a smaller compiled shape as sentences finish.
+  std::vector<int64_t> blockOf(static_cast<size_t>(sentences));
+  std::iota(blockOf.begin(), blockOf.end(), int64_t{0});
+  int64_t Bnow = B;
   for (int64_t t = 0; t < limit; ++t) {
+    if (o.kvCache) {
+      std::vector<int64_t> keep;  // a source row of each sentence still decoding, K times
+      std::vector<int64_t> next(static_cast<size_t>(sentences), 0);
+      for (int64_t s = 0; s < sentences; ++s)
+        if (!live[static_cast<size_t>(s)].empty()) {
+          next[static_cast<size_t>(s)] = static_cast<int64_t>(keep.size()) / K;
+          keep.insert(keep.end(), static_cast<size_t>(K), blockOf[static_cast<size_t>(s)] * K);
+        }
+      const int64_t rows = nextPow2(static_cast<int64_t>(keep.size()));
+      if (!keep.empty() && rows < Bnow) {
+        // The caches' rows move with the reordering below (from the old batch's rows).
+        if (cache.out.size() < 3)
+          cache.out = {Tensor(), takeBuffer(cache.selfK.type()), takeBuffer(cache.selfV.type())};
+        shrinkCache(cache, keep, rows, 0);
+        blockOf = std::move(next);
+        Bnow = rows;
+      }
+    }
     // One row per live hypothesis; unused rows repeat a live one.
     std::vector<std::vector<int64_t>> prefixes;
     std::vector<std::pair<int64_t, size_t>> owner;  // row -> (sentence, hypothesis)
@@ -423,12 +526,12 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       }
     if (prefixes.empty()) break;
     // Rows are laid out sentence by sentence in blocks of K, matching src and memory.
-    std::vector<std::vector<int64_t>> rowsPrefix(static_cast<size_t>(B), prefixes.front());
+    std::vector<std::vector<int64_t>> rowsPrefix(static_cast<size_t>(Bnow), prefixes.front());
     std::vector<int64_t> rowOf(prefixes.size());
     std::vector<int64_t> used(static_cast<size_t>(sentences), 0);
     for (size_t i = 0; i < prefixes.size(); ++i) {
       const int64_t s = owner[i].first;
-      const int64_t row = s * K + used[static_cast<size_t>(s)]++;
+      const int64_t row = blockOf[static_cast<size_t>(s)] * K + used[static_cast<size_t>(s)]++;
       rowsPrefix[static_cast<size_t>(row)] = prefixes[i];
       rowOf[i] = row;
     }
@@ -443,13 +546,14 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
         cache.out = {Tensor(), takeBuffer(cache.selfK.type()), takeBuffer(cache.selfV.type())};
       Tensor& k = cache.out[1];
       Tensor& v = cache.out[2];
+      const int64_t Bfrom = cache.selfK.shape()[1];  // the rows before a shrink, else Bnow
       for (size_t i = 0; i < prefixes.size(); ++i) {
         const int64_t from = live[static_cast<size_t>(owner[i].first)][owner[i].second].cacheRow;
         for (int64_t l = 0; l < layers; ++l) {
-          std::copy_n(cache.selfK.as<float>() + (l * B + from) * rowFloats, written,
-                      k.as<float>() + (l * B + rowOf[i]) * rowFloats);
-          std::copy_n(cache.selfV.as<float>() + (l * B + from) * rowFloats, written,
-                      v.as<float>() + (l * B + rowOf[i]) * rowFloats);
+          std::copy_n(cache.selfK.as<float>() + (l * Bfrom + from) * rowFloats, written,
+                      k.as<float>() + (l * Bnow + rowOf[i]) * rowFloats);
+          std::copy_n(cache.selfV.as<float>() + (l * Bfrom + from) * rowFloats, written,
+                      v.as<float>() + (l * Bnow + rowOf[i]) * rowFloats);
         }
       }
       std::swap(cache.selfK, k);

@@ -117,6 +117,10 @@ class Translator {
   void forgetCompiled();
   Tensor takeBuffer(const TensorType& type);
   void giveBack(Cache& c);  // its cache buffers, for the next batch
+  // Keeps rows `keep` of the batch (in that order) in `rows` rows, a smaller compiled shape:
+  // the source, both caches (the self-attention ones up to position `written`) and the
+  // next step's output buffers.
+  void shrinkCache(Cache& c, const std::vector<int64_t>& keep, int64_t rows, int64_t written);
   // Runs f, adding its time less what compiling took to `seconds`.
   template <class F>
   auto timed(double& seconds, F&& f);

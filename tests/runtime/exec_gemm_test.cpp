@@ -65,9 +65,9 @@ TEST(ExecGemm, TransposesMatchTheInterpreter) {
 TEST(ExecGemm, ConstantParamsArePackedOnceUntilTheyChange) {
   auto g = std::make_unique<Graph>("mm");
   Builder b(*g);
-  Value* x = b.input("x", TensorType{DType::f32, {32, 96}});
-  Value* w = b.input("w", TensorType{DType::f32, {96, 200}}, "param");
-  Value* v = b.input("v", TensorType{DType::f32, {96, 40}});
+  Value* x = b.input("x", TensorType{DType::f32, {32, 600}});  // (K past one kc block: packed)
+  Value* w = b.input("w", TensorType{DType::f32, {600, 200}}, "param");
+  Value* v = b.input("v", TensorType{DType::f32, {600, 40}});
   g->setOutputs({b.matmul(x, w, false, false, "y"), b.matmul(x, v, false, false, "z")});
   runtime::ExecOptions opts = testing::testExecOptions();
   opts.constantParams = true;
@@ -75,7 +75,7 @@ TEST(ExecGemm, ConstantParamsArePackedOnceUntilTheyChange) {
   auto in = testing::randomInputs(*g, 5);
   const auto first = exe->run(in);
   auto want = Interpreter().run(*g, in);
-  EXPECT_TRUE(testing::allClose(first[0], want[0], 1e-5, 1e-5));
+  EXPECT_TRUE(testing::allClose(first[0], want[0], 1e-4, 1e-4));
   // New values in the same tensors: the kept panels still give the old y; z follows v.
   for (const char* name : {"w", "v"}) {
     float* p = in.at(name).as<float>();
@@ -84,10 +84,10 @@ TEST(ExecGemm, ConstantParamsArePackedOnceUntilTheyChange) {
   auto stale = exe->run(in);
   want = Interpreter().run(*g, in);
   EXPECT_TRUE(testing::allClose(stale[0], first[0], 0, 0));
-  EXPECT_TRUE(testing::allClose(stale[1], want[1], 1e-5, 1e-5));
+  EXPECT_TRUE(testing::allClose(stale[1], want[1], 1e-4, 1e-4));
   exe->paramsChanged();
   auto fresh = exe->run(in);
-  EXPECT_TRUE(testing::allClose(fresh[0], want[0], 1e-5, 1e-5));
+  EXPECT_TRUE(testing::allClose(fresh[0], want[0], 1e-4, 1e-4));
 }
 
 TEST(ExecGemm, BatchDimsBroadcastLikeNumpy) {
