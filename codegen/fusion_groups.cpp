@@ -26,7 +26,7 @@ Inside insideCost(OpKind op) {
     case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
       return Inside::Never;
     case OpKind::Iota: case OpKind::Cast: case OpKind::Broadcast: case OpKind::Transpose:
     case OpKind::Slice:
@@ -76,7 +76,7 @@ double operandEvals(const Node& user, size_t i, double evals, bool last) {
     case OpKind::Gather:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
       return evals;
   }
   return evals;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "codegen/attention_cpu.h"
@@ -80,6 +81,40 @@ LibraryKernel bindQuantizedMatmul(const Node& n) {
   };
 }
 
+// dynamic_update_slice(x, update, starts) -> y: y = x, skipped when the executable placed y
+// in x's own buffer (runtime/executable.h), then update's rows written at starts, each start
+// checked against its dim first (a start outside it is an error, as in the interpreter).
+LibraryKernel bindDynamicUpdateSlice(const Node& n) {
+  const Shape x = n.operand(0)->type().shape, u = n.operand(1)->type().shape;
+  const size_t elem = dtypeSize(n.result()->type().dtype);
+  const size_t bytes = static_cast<size_t>(n.result()->type().numel()) * elem;
+  const std::string node = describeNode(n);
+  return [=](const void* const* in, void* const* out, ThreadPool&) {
+    const auto* starts = static_cast<const int64_t*>(in[2]);
+    for (size_t d = 0; d < x.size(); ++d)
+      if (starts[d] < 0 || starts[d] > x[d] - u[d])
+        throw IRError(fmt::format("{}: start {} of dim {} is out of range: an update of {} must start "
+                                  "in [0, {}] of size {}",
+                                  node, starts[d], d, u[d], x[d] - u[d], x[d]));
+    auto* y = static_cast<char*>(out[0]);
+    if (out[0] != in[0]) std::memcpy(y, in[0], bytes);
+    int64_t rows = 1;  // the update's rows: every dim but the last
+    for (size_t d = 0; d + 1 < u.size(); ++d) rows *= u[d];
+    const size_t run = (u.empty() ? 1 : static_cast<size_t>(u.back())) * elem;
+    const auto* src = static_cast<const char*>(in[1]);
+    for (int64_t r = 0; r < rows && run > 0; ++r) {
+      int64_t rest = r, offset = 0, scale = 1;
+      for (size_t d = u.size(); d-- > 0;) {
+        const int64_t i = d + 1 == u.size() ? 0 : rest % u[d];
+        if (d + 1 < u.size()) rest /= u[d];
+        offset += (starts[d] + i) * scale;
+        scale *= x[d];
+      }
+      std::memcpy(y + static_cast<size_t>(offset) * elem, src + static_cast<size_t>(r) * run, run);
+    }
+  };
+}
+
 [[noreturn]] LibraryKernel none(const Node& n) {
   throw IRError(fmt::format("{}: the CPU backend has no library kernel for this op",
                             describeNode(n)));
@@ -116,6 +151,7 @@ LibraryKernel bindLibraryKernel(const Node& n) {
     case OpKind::SoftmaxCrossEntropyGrad: return bindSoftmaxCrossEntropyGrad(n);
     case OpKind::LayerNormGrad: return bindLayerNormGrad(n);
     case OpKind::QuantizedMatmul: return bindQuantizedMatmul(n);
+    case OpKind::DynamicUpdateSlice: return bindDynamicUpdateSlice(n);
     // Every other op runs elsewhere (codegen::classify decides which ops are library ops);
     // a library op missing above is refused here, naming the node, when a graph compiles.
     default:

@@ -39,7 +39,7 @@ NodeExecution classify(const Node& node) {
       return NodeExecution::Kernel;
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
       return NodeExecution::Library;
   }
   throw IRError(fmt::format("{}: unknown op", describeNode(node)));
@@ -64,7 +64,7 @@ bool isElementwise(OpKind op) {
     case OpKind::Gather: case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
       return false;
   }
   return false;
@@ -259,7 +259,7 @@ LoweredKernel lowerGroup(const FusionGroup& fg) {
       case OpKind::Reshape:
       case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
       case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-      case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: break;  // rejected above
+      case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice: break;  // rejected above
       case OpKind::Iota: case OpKind::PhiloxUniform:
       case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
       case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Erf:

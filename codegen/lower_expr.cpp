@@ -228,7 +228,7 @@ ExprP Ctx::compute(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
       unsupported(n, "it can only be the last node of a group");
     case OpKind::Constant: {
       const auto& vals = n.attrFloats("value");
@@ -413,7 +413,7 @@ ExprP Ctx::elementwise(const Node& n, const Index& idx, Stmts& pre) {
     case OpKind::Concat: case OpKind::Gather: case OpKind::ScatterAdd:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
       break;  // compute() handles these
   }
   unsupported(n, "not an elementwise op");

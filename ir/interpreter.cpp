@@ -499,6 +499,36 @@ void gatherKernel(const Node& n, const Operands& in, Tensor& out) {
   }
 }
 
+// The starts of a dynamic_update_slice, each checked: 0 <= start <= dim - update's dim.
+std::vector<int64_t> checkedStarts(const Node& n, const Shape& x, const Shape& update, const Tensor& starts) {
+  std::vector<int64_t> s(x.size());
+  for (size_t d = 0; d < x.size(); ++d) {
+    s[d] = starts.getI(static_cast<int64_t>(d));
+    if (s[d] < 0 || s[d] > x[d] - update[d])
+      fail(n, fmt::format("start {} of dim {} is out of range: an update of {} must start in [0, {}] "
+                          "of size {}",
+                          s[d], d, update[d], x[d] - update[d], x[d]));
+  }
+  return s;
+}
+
+// out = x; out[starts + i] = update[i] for every index i of update.
+void dynamicUpdateSliceKernel(const Node& n, const Operands& in, Tensor& out) {
+  const Tensor &x = *in[0], &update = *in[1];
+  const std::vector<int64_t> s = checkedStarts(n, x.shape(), update.shape(), *in[2]);
+  for (int64_t i = 0; i < x.numel(); ++i) copyElem(out, i, x, i);
+  const Shape& us = update.shape();
+  std::vector<int64_t> idx(us.size(), 0);
+  for (int64_t u = 0; u < update.numel(); ++u) {
+    int64_t o = 0;
+    for (size_t d = 0; d < us.size(); ++d) o = o * x.shape()[d] + s[d] + idx[d];
+    copyElem(out, o, update, u);
+    for (size_t d = us.size(); d-- > 0;)
+      if (++idx[d] < us[d]) break;
+      else idx[d] = 0;
+  }
+}
+
 // out = zeros[rows, rest...]; out[indices[j...], rest...] += updates[j..., rest...]. Rows
 // named several times accumulate all their updates (in double, rounded once at the end).
 void scatterAddKernel(const Node& n, const Operands& in, Tensor& out) {
@@ -604,6 +634,7 @@ void compute(const Node& n, const Operands& in, std::vector<Tensor>& outs) {
     case OpKind::Concat: return concatKernel(n, in, out);
     case OpKind::Gather: return gatherKernel(n, in, out);
     case OpKind::ScatterAdd: return scatterAddKernel(n, in, out);
+    case OpKind::DynamicUpdateSlice: return dynamicUpdateSliceKernel(n, in, out);
 
     case OpKind::FusedAttention: return referenceFusedAttention(n, in, outs);
     case OpKind::FusedAttentionGrad: return referenceFusedAttentionGrad(n, in, outs);

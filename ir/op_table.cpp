@@ -307,6 +307,16 @@ std::vector<TensorType> inferScatterAdd(const InferContext& c) {
   return {TensorType{upd.dtype, out}};
 }
 
+std::vector<TensorType> inferDynamicUpdateSlice(const InferContext& c) {
+  const auto &x = c.operands[0], &update = c.operands[1], &starts = c.operands[2];
+  bool fits = update.dtype == x.dtype && update.rank() == x.rank();
+  for (int64_t d = 0; fits && d < x.rank(); ++d) fits = update.shape[d] <= x.shape[d];
+  if (!fits) fail(fmt::format("update {} does not fit in {}", update.str(), x.str()));
+  if (starts != TensorType{DType::i64, {x.rank()}})
+    fail(fmt::format("starts {} must be i64[{}], one per dim of {}", starts.str(), x.rank(), x.str()));
+  return {x};
+}
+
 // ---- attribute specs -----------------------------------------------------------------------
 
 std::string trim(std::string_view s) {

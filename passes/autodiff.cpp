@@ -281,6 +281,7 @@ class Differentiator {
       case OpKind::FusedAttentionGrad:
       case OpKind::SoftmaxCrossEntropyGrad:
       case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul:
+      case OpKind::DynamicUpdateSlice:  // (decoding caches: inference only)
         break;
     }
     throw IRError(fmt::format("autodiff: no gradient rule for {}", describeNode(n)));

@@ -353,6 +353,7 @@ void Executable::Impl::build(const Graph& source) {
         l.name = "lib:" + n.result()->name();
         l.library = codegen::bindLibraryKernel(n);
         l.libraryOperands = n.operands().size();
+        l.updatesOperand = n.op() == OpKind::DynamicUpdateSlice;
         for (const Value* v : n.operands()) l.slots.push_back(slotOf.at(v));
         l.writes.assign(l.slots.size(), false);
         for (size_t r = 0; r < n.numResults(); ++r) {
@@ -426,6 +427,7 @@ void Executable::Impl::build(const Graph& source) {
   // Pairs before the state pairing and the plan: both depend on the order and the steps.
   if (opts.gemmPairs && pool->numThreads() == 2) scheduleGemmPairs(loweredLaunch);
   if (opts.updateInPlace) pairState(lowered, loweredLaunch);
+  placeUpdatesInPlace();
   // Results are computed where the caller gets them: no copy out of the arena.
   for (size_t o = 0; o < outputs.size(); ++o) {
     Slot& sl = slots[static_cast<size_t>(outputs[o].slot)];
@@ -579,6 +581,34 @@ void Executable::Impl::pairState(std::vector<codegen::LoweredKernel>& lowered,
       copies.push_back({r, x, slots[x].bytes});
       ++stats.stateCopies;
     }
+  }
+}
+
+// A dynamic_update_slice whose operand is read by nothing after it writes its result in the
+// operand's own memory (the kernel then skips the copy): an arena buffer, or a donated
+// input. Launch order is final here (after the GEMM pairs), so "after" is exact; the
+// operand's root then lives as long as the result.
+void Executable::Impl::placeUpdatesInPlace() {
+  std::set<int> donated;
+  for (const IO& in : inputs)
+    if (std::find(opts.donatedInputs.begin(), opts.donatedInputs.end(), in.name) != opts.donatedInputs.end())
+      donated.insert(in.slot);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const Launch& l = launches[i];
+    if (l.kind != Launch::Kind::Library || !l.updatesOperand) continue;
+    const int x = l.slots[0], y = l.slots[l.libraryOperands];
+    const int root = slots[x].kind == SlotKind::Alias ? slots[x].index : x;
+    const bool writable = slots[root].kind == SlotKind::Arena || donated.count(root);
+    // (The update and starts must not be x itself.)
+    if (!writable || slots[x].lastUse != static_cast<int>(i) || l.slots[1] == x || l.slots[2] == x) continue;
+    slots[root].lastUse = std::max(slots[root].lastUse, slots[y].lastUse);
+    slots[y].kind = SlotKind::Alias;
+    slots[y].index = root;
+  }
+  outputInDonated.assign(outputs.size(), false);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const Slot& s = slots[static_cast<size_t>(outputs[o].slot)];
+    outputInDonated[o] = s.kind == SlotKind::Alias && donated.count(s.index) && !outputIsState[o];
   }
 }
 

@@ -62,6 +62,12 @@ struct ExecOptions {
   // caller compiles again for new ones), so a GEMM whose B is one packs it at the first
   // run and keeps it (codegen::GemmEngine::packB).
   bool constantParams = false;
+  // Inputs the caller hands over to be written: a dynamic_update_slice of one (or of the
+  // result of one, in a chain) writes in the caller's tensor itself when nothing reads the
+  // value after it, and an output computed there is not copied into `out` (its entry keeps
+  // what it held; outputInDonatedInput tells which). A key/value cache updated one position
+  // a step then moves one row, not the whole cache.
+  std::vector<std::string> donatedInputs;
   bool profile = false;   // time every launch (Executable::profile)
   bool fuse = true;       // generic fusion (codegen/fusion_groups.h); TGC_NO_FUSION=1: off
   // With a pool of exactly 2 threads: independent GEMMs of similar FLOPs run side by side,
@@ -145,6 +151,10 @@ class Executable {
   // Under ExecOptions::constantParams: the parameters hold new values from the next run on
   // (the B packed from them is dropped and packed again then).
   void paramsChanged();
+
+  // Whether output i is computed in a donated input (ExecOptions::donatedInputs) and so
+  // left out of run()'s `out`.
+  bool outputInDonatedInput(size_t i) const;
 
   // Inputs X paired with an output new.X (empty unless updateInPlace).
   const std::vector<std::string>& stateNames() const;

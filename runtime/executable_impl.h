@@ -50,6 +50,7 @@ struct Launch {
   std::shared_ptr<const codegen::GemmPackedB> packedB;  // ... packed at the first run
   codegen::LibraryKernel library;  // Library: slots are the operands, then the results
   size_t libraryOperands = 0;
+  bool updatesOperand = false;  // Library: dynamic_update_slice, which may write in place
   std::vector<int> slots;     // one per kernel buffer (Gemm: A, B, C)
   std::vector<bool> writes;   // per slot: written by the launch (else only read)
   int partner = -1;           // the launch of its GEMM pair (runs beside it), or -1
@@ -89,6 +90,7 @@ struct Executable::Impl {
   };
   std::vector<IO> inputs, outputs;
   std::vector<bool> outputIsState;  // per output: a new.X written back into X
+  std::vector<bool> outputInDonated;  // per output: computed in a donated input's tensor
   struct StateCopy {
     int src, dst;
     int64_t bytes;
@@ -112,6 +114,7 @@ struct Executable::Impl {
   }
   void pairState(std::vector<codegen::LoweredKernel>& lowered,
                  const std::vector<int>& loweredLaunch);
+  void placeUpdatesInPlace();
   void plan();
   void generateCode(std::vector<codegen::LoweredKernel>& lowered,
                     const std::vector<int>& loweredLaunch);

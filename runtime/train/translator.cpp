@@ -88,6 +88,8 @@ Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
     : model_(std::move(model)), feed_(std::move(params)), exec_(exec) {
   exec_.updateInPlace = false;
   exec_.constantParams = true;  // GEMMs pack their weights once (setParams says when not)
+  // decode_cached writes each step's keys and values into the caches it is given.
+  exec_.donatedInputs = {"self_k", "self_v"};
 }
 
 Translator::~Translator() = default;
@@ -183,18 +185,19 @@ const Tensor& Translator::cachedStep(Cache& c, const std::vector<int64_t>& token
   for (int64_t b = 0; b < B; ++b)
     tok.as<int64_t>()[b] = tokens[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(tokens.size()) - 1))];
   at.as<int64_t>()[0] = pos;
+  runtime::Executable& exe = graph("decode_cached", B, S, T);
   timed(stats_.stepSeconds, [&] {
-    run(graph("decode_cached", B, S, T),
-        {{"src", &c.src}, {"cross_k", &c.crossK}, {"cross_v", &c.crossV}, {"self_k", &c.selfK},
-         {"self_v", &c.selfV}, {"tok", &tok}, {"pos", &at}},
+    run(exe, {{"src", &c.src}, {"cross_k", &c.crossK}, {"cross_v", &c.crossV}, {"self_k", &c.selfK},
+              {"self_v", &c.selfV}, {"tok", &tok}, {"pos", &at}},
         c.out);
     return 0;
   });
   stepDone();
-  // The caches just read become the next step's output buffers: no tensor is allocated
-  // (and no page faulted in) per step.
-  std::swap(c.selfK, c.out[1]);
-  std::swap(c.selfV, c.out[2]);
+  // Written into the caches themselves (the model's dynamic_update_slice on donated
+  // inputs), or into the output buffers: then the caches just read become the next step's
+  // output buffers, so that no tensor is allocated (and no page faulted in) per step.
+  if (!exe.outputInDonatedInput(1)) std::swap(c.selfK, c.out[1]);
+  if (!exe.outputInDonatedInput(2)) std::swap(c.selfV, c.out[2]);
   return c.out[0];
 }
 
@@ -265,10 +268,11 @@ void Translator::shrinkCache(Cache& c, const std::vector<int64_t>& keep, int64_t
     gathered(c.selfK, used);
     gathered(c.selfV, used);
   }
-  // The next step's output buffers, of the new shape (the old ones go back to the pool).
+  // The output buffers of the old shape go back to the pool (the next step, or the beam's
+  // reordering, takes ones of the new shape).
   for (size_t i = 1; i < c.out.size(); ++i) {
-    if (c.out[i].numel() > 0) spare_.push_back(std::move(c.out[i]));
-    c.out[i] = takeBuffer(self);
+    if (c.out[i].numel() > 0 && c.out[i].type() != self) spare_.push_back(std::move(c.out[i]));
+    if (c.out[i].type() != self) c.out[i] = Tensor();
   }
   while (spare_.size() > kSpareBuffers) spare_.erase(spare_.begin());
 }
@@ -509,8 +513,6 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       const int64_t rows = nextPow2(static_cast<int64_t>(keep.size()));
       if (!keep.empty() && rows < Bnow) {
         // The caches' rows move with the reordering below (from the old batch's rows).
-        if (cache.out.size() < 3)
-          cache.out = {Tensor(), takeBuffer(cache.selfK.type()), takeBuffer(cache.selfV.type())};
         shrinkCache(cache, keep, rows, 0);
         blockOf = std::move(next);
         Bnow = rows;
@@ -541,9 +543,12 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
       // Each row's cache rows come from the row its hypothesis's parent ran in.
       const int64_t layers = cache.selfK.shape()[0], rowFloats = cache.selfK.shape()[2] * cache.selfK.shape()[3];
       const int64_t written = t * cache.selfK.shape()[3];  // positions 0..t-1 hold keys so far
-      // Into the buffers the last step's inputs held (free now), or new ones at the start.
-      if (cache.out.size() < 3)
-        cache.out = {Tensor(), takeBuffer(cache.selfK.type()), takeBuffer(cache.selfV.type())};
+      // Into the buffers the last step's caches held (free now), or new ones at the start and
+      // after a shrink.
+      if (cache.out.size() < 3) cache.out.resize(3);
+      const TensorType now = withRows(cache.selfK, Bnow);
+      for (size_t i : {1, 2})
+        if (cache.out[i].type() != now || cache.out[i].numel() == 0) cache.out[i] = takeBuffer(now);
       Tensor& k = cache.out[1];
       Tensor& v = cache.out[2];
       const int64_t Bfrom = cache.selfK.shape()[1];  // the rows before a shrink, else Bnow

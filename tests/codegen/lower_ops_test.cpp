@@ -128,7 +128,8 @@ Cases casesFor(OpKind op) {
     case OpKind::Reshape:
     case OpKind::FusedAttention: case OpKind::FusedAttentionGrad:
     case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
-    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: return {};  // not generated kernels (see codegen::classify)
+    case OpKind::LayerNormGrad: case OpKind::QuantizedMatmul: case OpKind::DynamicUpdateSlice:
+      return {};  // not generated kernels (see codegen::classify)
 
     case OpKind::Iota: {
       Cases cs;
@@ -344,7 +345,7 @@ bool isGeneratedKernel(OpKind k) {
   for (OpKind other : {OpKind::Input, OpKind::Constant, OpKind::MatMul, OpKind::Reshape,
                        OpKind::FusedAttention, OpKind::FusedAttentionGrad,
                        OpKind::SoftmaxCrossEntropy, OpKind::SoftmaxCrossEntropyGrad,
-                       OpKind::LayerNormGrad, OpKind::QuantizedMatmul})
+                       OpKind::LayerNormGrad, OpKind::QuantizedMatmul, OpKind::DynamicUpdateSlice})
     if (k == other) return false;
   return true;
 }

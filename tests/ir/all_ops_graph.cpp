@@ -72,6 +72,8 @@ std::unique_ptr<Graph> buildAllOpsGraph() {
   node(OpKind::Concat, {x, rnd, c}, {{"axis", int64_t{0}}}, "concat");
   node(OpKind::Gather, {table, idx}, {}, "gather");
   node(OpKind::ScatterAdd, {idx, x}, {{"rows", int64_t{5}}}, "scatter");
+  Value* starts = node(OpKind::Constant, {}, {{"value", std::vector<double>{1, 0}}}, "starts", {{DType::i64, {2}}});
+  node(OpKind::DynamicUpdateSlice, {table, x, starts}, {}, "updated");
 
   // Fused attention with every optional operand; all results are outputs.
   Value* keys = node(OpKind::Slice, {gt}, {{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{2}}},

@@ -174,5 +174,39 @@ INTERP_OP_TEST(ScatterAdd, IndexOutOfRangeIsAnError) {
   EXPECT_NE(msg.find("5 rows"), std::string::npos) << msg;
 }
 
+INTERP_OP_TEST(DynamicUpdateSlice, WritesTheUpdateAtTheStarts) {
+  // A [2, 3] block into a [3, 4] at (1, 1); elsewhere the operand.
+  const Tensor x = T(DType::f32, {3, 4}, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  expectExact(runOp(OpKind::DynamicUpdateSlice, {x, T(DType::f32, {2, 3}, {-1, -2, -3, -4, -5, -6}),
+                                                 TI(DType::i64, {2}, {1, 1})}),
+              ty(DType::f32, {3, 4}), {0, 1, 2, 3, 10, -1, -2, -3, 20, -4, -5, -6});
+  // One row of a [2, 2, 3, 1] cache at layer 1, position 2 (a decoder's key cache); ints.
+  expectInts(runOp(OpKind::DynamicUpdateSlice, {TI(DType::i64, {2, 2, 3, 1}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}),
+                                                TI(DType::i64, {1, 2, 1, 1}, {-7, -8}),
+                                                TI(DType::i64, {4}, {1, 0, 2, 0})}),
+             ty(DType::i64, {2, 2, 3, 1}), {0, 1, 2, 3, 4, 5, 6, 7, -7, 9, 10, -8});
+  // A scalar: the update itself.
+  expectExact(runOp(OpKind::DynamicUpdateSlice, {T(DType::f64, {}, {1}), T(DType::f64, {}, {2}), TI(DType::i64, {0}, {})}),
+              ty(DType::f64, {}), {2});
+}
+
+INTERP_OP_TEST(DynamicUpdateSlice, StartOutOfRangeIsAnError) {
+  for (int64_t bad : {int64_t{3}, int64_t{-1}}) {
+    std::string msg = errorOf([&] {
+      runOp(OpKind::DynamicUpdateSlice, {T(DType::f32, {2, 4}, {0, 0, 0, 0, 0, 0, 0, 0}),
+                                         T(DType::f32, {2, 2}, {1, 2, 3, 4}), TI(DType::i64, {2}, {0, bad})});
+    });
+    EXPECT_NE(msg.find("dynamic_update_slice %out"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fmt::format("start {} of dim 1", bad)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 2]"), std::string::npos) << msg;
+  }
+  // Shapes are checked when the op is made.
+  EXPECT_NE(errorOf([] {
+              runOp(OpKind::DynamicUpdateSlice, {T(DType::f32, {2}, {0, 0}), T(DType::f32, {3}, {1, 2, 3}),
+                                                 TI(DType::i64, {1}, {0})});
+            }).find("does not fit"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tgc
