@@ -35,6 +35,20 @@ namespace tgc::runtime {
 
 namespace {
 
+// The byte offset of a slice with step 1 whose dims before its axis are all 1 (so that it
+// is one contiguous range of its operand), else -1.
+int64_t contiguousSliceOffset(const Node& n) {
+  if (n.op() != OpKind::Slice || n.attrInt("step") != 1) return -1;
+  const TensorType& x = n.operand(0)->type();
+  const int64_t axis = n.attrInt("axis") < 0 ? n.attrInt("axis") + x.rank() : n.attrInt("axis");
+  int64_t inner = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < axis && x.shape[d] != 1) return -1;
+    if (d > axis) inner *= x.shape[d];
+  }
+  return n.attrInt("start") * inner * static_cast<int64_t>(dtypeSize(x.dtype));
+}
+
 // A launch whose whole work is below this many scalar operations runs on the calling
 // thread: waking the pool costs a few microseconds, more than such a kernel takes.
 constexpr int64_t kSerialWork = 1 << 15;
@@ -271,6 +285,8 @@ void Executable::Impl::build(const Graph& source) {
   };
   auto use = [&](int slot, int launch) {
     slots[slot].lastUse = std::max(slots[slot].lastUse, launch);
+    if (slots[slot].kind == SlotKind::Alias)  // a slice view: its memory is its base's
+      slots[slots[slot].index].lastUse = std::max(slots[slots[slot].index].lastUse, launch);
   };
 
   std::vector<codegen::LoweredKernel> lowered;
@@ -382,6 +398,19 @@ void Executable::Impl::build(const Graph& source) {
         if (group == groups.end()) {
           ++stats.fusedNodes;
           break;
+        }
+        // A slice that is a kernel of its own and one contiguous range of its operand (a
+        // layer of a stacked cache) reads it in place: a view at an offset, no copy (at an
+        // offset aligned as the arena's buffers are, which the kernels may assume).
+        if (const int64_t at = contiguousSliceOffset(n);
+            at >= 0 && at % kArenaAlignment == 0 && group->second.nodes.size() == 1) {
+          const int base = slotOf.at(n.operand(0));
+          if (slots[base].kind != SlotKind::Alias) {
+            const int v = newSlot(*n.result(), SlotKind::Alias, base);
+            slots[v].offset = at;
+            ++stats.views;
+            break;
+          }
         }
         codegen::LoweredKernel lk = codegen::lowerGroup(group->second);
         Launch l;
@@ -597,6 +626,7 @@ void Executable::Impl::placeUpdatesInPlace() {
     const Launch& l = launches[i];
     if (l.kind != Launch::Kind::Library || !l.updatesOperand) continue;
     const int x = l.slots[0], y = l.slots[l.libraryOperands];
+    if (slots[x].kind == SlotKind::Alias && slots[x].offset != 0) continue;  // (a slice view)
     const int root = slots[x].kind == SlotKind::Alias ? slots[x].index : x;
     const bool writable = slots[root].kind == SlotKind::Arena || donated.count(root);
     // (The update and starts must not be x itself.)

@@ -29,7 +29,7 @@ struct Slot {
   // memory this one uses (new.X written into X's storage); Output: the result tensor (its
   // position in Impl::outputs) the value is computed in.
   int index = -1;
-  int64_t offset = 0;  // Arena: from the memory plan
+  int64_t offset = 0;  // Arena: from the memory plan; Alias: bytes into the aliased memory
   int64_t bytes = 0;
   DType dtype = DType::f32;
   std::string name;    // the graph value that owns the memory

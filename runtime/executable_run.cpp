@@ -126,8 +126,10 @@ void Executable::Impl::execute(const std::vector<void*>& inputPtrs,
     }
   }
   auto at = [&](int s) { return slotPtr[static_cast<size_t>(s)]; };
-  for (size_t s = 0; s < slots.size(); ++s)  // aliases point at input slots, resolved above
-    if (slots[s].kind == SlotKind::Alias) slotPtr[s] = at(slots[s].index);
+  // Aliases (new.X in X, updates in place, slice views at an offset) point at earlier slots.
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (slots[s].kind == SlotKind::Alias)
+      slotPtr[s] = static_cast<unsigned char*>(at(slots[s].index)) + slots[s].offset;
   if (opts.poisonFreed && base) std::memset(base, 0xFF, static_cast<size_t>(stats.arenaBytes));
   auto now = [&] {
     return opts.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

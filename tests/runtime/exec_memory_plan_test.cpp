@@ -207,5 +207,35 @@ TEST(ExecutablePlan, UpdateSlicesWriteInPlaceWhenNothingReadsTheOperandLater) {
   EXPECT_TRUE(feed.at("cache").bitwiseEqual(in.at("cache")));
 }
 
+// A slice that is one contiguous, aligned range of its operand is a view at an offset (a
+// layer of a stacked cache read by a GEMM); one that is not contiguous, or starts off the
+// alignment, is copied. Both give the interpreter's results, with freed memory poisoned.
+TEST(ExecutablePlan, ContiguousSlicesAreViewsAtAnOffset) {
+  auto g = parseGraph(R"(graph @slices {
+  %stack = input() : f32[3,16,16]
+  %w = input() : f32[16,16]
+  %e = exp(%stack) : f32[3,16,16]
+  %layer = slice(%e) {axis=0, start=1, end=2} : f32[1,16,16]
+  %l2 = reshape(%layer) {shape=[16,16]} : f32[16,16]
+  %m = matmul(%l2, %w) : f32[16,16]
+  %cols = slice(%e) {axis=2, start=0, end=8} : f32[3,16,8]
+  %c2 = reshape(%cols) {shape=[48,8]} : f32[48,8]
+  %odd = slice(%stack) {axis=1, start=1, end=2} : f32[3,1,16]
+  %o2 = reshape(%odd) {shape=[3,16]} : f32[3,16]
+  %n = matmul(%o2, %w) : f32[3,16]
+  return %m, %c2, %n
+}
+)");
+  auto opts = testing::testExecOptions();
+  opts.poisonFreed = true;
+  auto exe = runtime::Executable::compile(*g, opts);
+  for (const auto& b : exe->arenaBuffers()) EXPECT_NE(b.value, "layer") << "the layer slice got a buffer";
+  expectPlanSound(*exe);
+  auto in = testing::randomInputs(*g, 4);
+  const auto want = Interpreter().run(*g, in);
+  const auto got = exe->run(in);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(testing::allClose(got[i], want[i], 1e-5, 1e-5)) << i;
+}
+
 }  // namespace
 }  // namespace tgc
