@@ -14,6 +14,7 @@
 #include "runtime/data/batching.h"
 #include "runtime/data/vocab.h"
 #include "runtime/train/feed_run.h"
+#include "support/thread_pool.h"
 
 namespace tgc::train {
 
@@ -160,18 +161,57 @@ auto Translator::timed(double& seconds, F&& f) {
   return r;
 }
 
-Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory, int64_t limit) {
-  const int64_t B = src.shape()[0], S = src.shape()[1];
+namespace {
+
+// Rows `keep` of a [L, B, X, D] tensor (or of a [B, X] one when rank 2) into `to` of the
+// same type but B' = to's rows; rows past keep.size() repeat its last row. Only the first
+// `used` bytes of each row are copied (0: all of it).
+void gatherRows(const Tensor& from, const std::vector<int64_t>& keep, Tensor& to, size_t used = 0) {
+  const Shape& fs = from.shape();
+  const bool stacked = fs.size() == 4;
+  const int64_t layers = stacked ? fs[0] : 1, B = stacked ? fs[1] : fs[0], B2 = stacked ? to.shape()[1] : to.shape()[0];
+  const size_t stride = static_cast<size_t>(from.numel() / (layers * B)) * dtypeSize(from.dtype());
+  const size_t row = used > 0 ? std::min(used, stride) : stride;
+  const auto* src = static_cast<const char*>(from.data());
+  auto* dst = static_cast<char*>(to.data());
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t j = 0; j < B2; ++j) {
+      const int64_t r = keep[static_cast<size_t>(std::min<int64_t>(j, static_cast<int64_t>(keep.size()) - 1))];
+      std::memcpy(dst + static_cast<size_t>(l * B2 + j) * stride, src + static_cast<size_t>(l * B + r) * stride, row);
+    }
+}
+
+TensorType withRows(const Tensor& t, int64_t rows) {
+  TensorType type = t.type();
+  type.shape[type.rank() == 4 ? 1 : 0] = rows;
+  return type;
+}
+
+}  // namespace
+
+Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory, int64_t limit,
+                                         int64_t sentences, int64_t repeat) {
+  const int64_t S = src.shape()[1];
   auto cross = timed(stats_.encodeSeconds, [&] {
     Tensor mem = memory;  // (once a batch)
     std::vector<Tensor> out;
-    run(graph("decode_memory", B, S, 0), {{"memory", &mem}}, out);
+    run(graph("decode_memory", src.shape()[0], S, 0), {{"memory", &mem}}, out);
     return out;
   });
   Cache c;
   c.src = src;
   c.crossK = std::move(cross[0]);
   c.crossV = std::move(cross[1]);
+  if (repeat > 1) {  // each sentence's rows repeated for its hypotheses: row r is r / repeat's
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < nextPow2(sentences * repeat); ++r) rows.push_back(std::min(r / repeat, sentences - 1));
+    for (Tensor* t : {&c.src, &c.crossK, &c.crossV}) {
+      Tensor to(withRows(*t, static_cast<int64_t>(rows.size())));
+      gatherRows(*t, rows, to);
+      *t = std::move(to);
+    }
+  }
+  const int64_t B = c.src.shape()[0];
   const Shape& ks = c.crossK.shape();  // [n_dec, B, S, d_model]
   const TensorType self{c.crossK.dtype(), {ks[0], B, lengthBucket(limit + 1), ks[3]}};
   c.selfK = takeBuffer(self);
@@ -222,34 +262,6 @@ void Translator::giveBack(Cache& c) {
   c.out.clear();
   while (spare_.size() > kSpareBuffers) spare_.erase(spare_.begin());  // the oldest go
 }
-
-namespace {
-
-// Rows `keep` of a [L, B, X, D] tensor (or of a [B, X] one when rank 2) into `to` of the
-// same type but B' = to's rows; rows past keep.size() repeat its last row. Only the first
-// `used` bytes of each row are copied (0: all of it).
-void gatherRows(const Tensor& from, const std::vector<int64_t>& keep, Tensor& to, size_t used = 0) {
-  const Shape& fs = from.shape();
-  const bool stacked = fs.size() == 4;
-  const int64_t layers = stacked ? fs[0] : 1, B = stacked ? fs[1] : fs[0], B2 = stacked ? to.shape()[1] : to.shape()[0];
-  const size_t stride = static_cast<size_t>(from.numel() / (layers * B)) * dtypeSize(from.dtype());
-  const size_t row = used > 0 ? std::min(used, stride) : stride;
-  const auto* src = static_cast<const char*>(from.data());
-  auto* dst = static_cast<char*>(to.data());
-  for (int64_t l = 0; l < layers; ++l)
-    for (int64_t j = 0; j < B2; ++j) {
-      const int64_t r = keep[static_cast<size_t>(std::min<int64_t>(j, static_cast<int64_t>(keep.size()) - 1))];
-      std::memcpy(dst + static_cast<size_t>(l * B2 + j) * stride, src + static_cast<size_t>(l * B + r) * stride, row);
-    }
-}
-
-TensorType withRows(const Tensor& t, int64_t rows) {
-  TensorType type = t.type();
-  type.shape[type.rank() == 4 ? 1 : 0] = rows;
-  return type;
-}
-
-}  // namespace
 
 void Translator::shrinkCache(Cache& c, const std::vector<int64_t>& keep, int64_t rows, int64_t written) {
   // (Buffers from the pool: fresh ones would fault their pages in on every shrink.)
@@ -331,7 +343,7 @@ void Translator::prepare(const std::vector<const std::vector<int64_t>*>& batch, 
   encoder(nextPow2(n), S);  // (beam: the encoder runs once per sentence)
   const int64_t B = nextPow2(n * o.beam);
   if (o.kvCache) {
-    graph("decode_memory", B, S, 0);
+    graph("decode_memory", nextPow2(n), S, 0);  // (beam: once per sentence too)
     // Every batch size the rows shrink to as sentences finish (shrinkCache).
     for (int64_t b = B; b >= nextPow2(o.beam); b /= 2) graph("decode_cached", b, S, lengthBucket(limit + 1));
   } else {  // the prefix (bos and up to limit - 1 tokens) in every bucket it passes
@@ -428,10 +440,14 @@ void Translator::greedyBatch(const std::vector<const std::vector<int64_t>*>& sou
     }
     const Tensor& lp = *lpp;
     const int64_t V = lp.shape()[1];
+    std::vector<int64_t> best(rowOf.size());  // each row's best token, rows split over the threads
+    ThreadPool::global().parallelFor(static_cast<int64_t>(rowOf.size()), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) best[static_cast<size_t>(r)] = argmaxToken(lp.as<float>() + r * V, V);
+    });
     for (size_t r = 0; r < rowOf.size(); ++r) {
       const auto b = static_cast<size_t>(rowOf[r]);
       if (done[b]) continue;
-      const int64_t tok = argmaxToken(lp.as<float>() + static_cast<int64_t>(r) * V, V);
+      const int64_t tok = best[r];
       scores[b] += lp.as<float>()[static_cast<int64_t>(r) * V + tok];
       if (tok == Vocab::kEos) {
         done[b] = true;
@@ -469,16 +485,20 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
   const int64_t Benc = nextPow2(sentences), S = lengthBucket(longest(sources));
   const Tensor encSrc = sourceRows(sources, Benc, S);
   const Tensor encMemory = encode(encSrc);
-  // Each sentence's source and memory repeated for its K rows (the encoder ran once).
+  // Each sentence's source and memory repeated for its K rows (the encoder ran once; with the
+  // cache, so does decode_memory, and its keys and values are repeated instead).
   const int64_t B = nextPow2(sentences * K), D = encMemory.shape()[2];
-  Tensor src = i64Tensor({B, S});
-  Tensor memory(TensorType{encMemory.dtype(), {B, S, D}});
-  const size_t memRow = static_cast<size_t>(S * D) * dtypeSize(encMemory.dtype());
-  for (int64_t r = 0; r < B; ++r) {
-    const int64_t s = std::min(r / K, sentences - 1);
-    std::copy_n(encSrc.as<int64_t>() + s * S, S, src.as<int64_t>() + r * S);
-    std::memcpy(static_cast<char*>(memory.data()) + static_cast<size_t>(r) * memRow,
-                static_cast<const char*>(encMemory.data()) + static_cast<size_t>(s) * memRow, memRow);
+  Tensor src, memory;
+  if (!o.kvCache) {
+    src = i64Tensor({B, S});
+    memory = Tensor(TensorType{encMemory.dtype(), {B, S, D}});
+    const size_t memRow = static_cast<size_t>(S * D) * dtypeSize(encMemory.dtype());
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t s = std::min(r / K, sentences - 1);
+      std::copy_n(encSrc.as<int64_t>() + s * S, S, src.as<int64_t>() + r * S);
+      std::memcpy(static_cast<char*>(memory.data()) + static_cast<size_t>(r) * memRow,
+                  static_cast<const char*>(encMemory.data()) + static_cast<size_t>(s) * memRow, memRow);
+    }
   }
 
   struct Hyp {
@@ -493,7 +513,7 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
   };
   std::vector<std::vector<Hyp>> live(static_cast<size_t>(sentences), {Hyp{{Vocab::kBos}, 0.0, 0}});
   Cache cache;
-  if (o.kvCache) cache = startCache(src, memory, maxSteps(sources, o));
+  if (o.kvCache) cache = startCache(encSrc, encMemory, maxSteps(sources, o), sentences, K);
   std::vector<std::vector<Finished>> finished(static_cast<size_t>(sentences));
   const int64_t limit = maxSteps(sources, o);
   // Sentence s runs in rows blockOf[s] * K .. + K - 1 of the current batch of Bnow rows; with
@@ -527,42 +547,61 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
         owner.emplace_back(s, h);
       }
     if (prefixes.empty()) break;
-    // Rows are laid out sentence by sentence in blocks of K, matching src and memory.
+    // Rows are laid out sentence by sentence in blocks of K, matching src and memory. A
+    // hypothesis keeps its parent's row where it can (the first child of each parent), so
+    // that only the others' caches move: a row no child claims is nobody's parent, so the
+    // copies into such rows read rows that stay as they are.
+    const bool moved = o.kvCache && cache.selfK.shape()[1] != Bnow;  // shrunk: every row moves
     std::vector<std::vector<int64_t>> rowsPrefix(static_cast<size_t>(Bnow), prefixes.front());
-    std::vector<int64_t> rowOf(prefixes.size());
-    std::vector<int64_t> used(static_cast<size_t>(sentences), 0);
+    std::vector<int64_t> rowOf(prefixes.size(), -1);
+    std::vector<bool> taken(static_cast<size_t>(Bnow), false);
+    auto parentRow = [&](size_t i) { return live[static_cast<size_t>(owner[i].first)][owner[i].second].cacheRow; };
+    if (o.kvCache && !moved)
+      for (size_t i = 0; i < prefixes.size(); ++i) {
+        const int64_t p = parentRow(i), block = blockOf[static_cast<size_t>(owner[i].first)];
+        if (p / K == block && !taken[static_cast<size_t>(p)]) {
+          rowOf[i] = p;
+          taken[static_cast<size_t>(p)] = true;
+        }
+      }
     for (size_t i = 0; i < prefixes.size(); ++i) {
-      const int64_t s = owner[i].first;
-      const int64_t row = blockOf[static_cast<size_t>(s)] * K + used[static_cast<size_t>(s)]++;
-      rowsPrefix[static_cast<size_t>(row)] = prefixes[i];
-      rowOf[i] = row;
+      if (rowOf[i] < 0) {
+        int64_t row = blockOf[static_cast<size_t>(owner[i].first)] * K;
+        while (taken[static_cast<size_t>(row)]) ++row;
+        rowOf[i] = row;
+        taken[static_cast<size_t>(row)] = true;
+      }
+      rowsPrefix[static_cast<size_t>(rowOf[i])] = prefixes[i];
     }
     Tensor uncached;
     const Tensor* lpp = &uncached;
     if (o.kvCache) {
-      // Each row's cache rows come from the row its hypothesis's parent ran in.
       const int64_t layers = cache.selfK.shape()[0], rowFloats = cache.selfK.shape()[2] * cache.selfK.shape()[3];
       const int64_t written = t * cache.selfK.shape()[3];  // positions 0..t-1 hold keys so far
-      // Into the buffers the last step's caches held (free now), or new ones at the start and
-      // after a shrink.
-      if (cache.out.size() < 3) cache.out.resize(3);
-      const TensorType now = withRows(cache.selfK, Bnow);
-      for (size_t i : {1, 2})
-        if (cache.out[i].type() != now || cache.out[i].numel() == 0) cache.out[i] = takeBuffer(now);
-      Tensor& k = cache.out[1];
-      Tensor& v = cache.out[2];
       const int64_t Bfrom = cache.selfK.shape()[1];  // the rows before a shrink, else Bnow
-      for (size_t i = 0; i < prefixes.size(); ++i) {
-        const int64_t from = live[static_cast<size_t>(owner[i].first)][owner[i].second].cacheRow;
-        for (int64_t l = 0; l < layers; ++l) {
-          std::copy_n(cache.selfK.as<float>() + (l * Bfrom + from) * rowFloats, written,
-                      k.as<float>() + (l * Bnow + rowOf[i]) * rowFloats);
-          std::copy_n(cache.selfV.as<float>() + (l * Bfrom + from) * rowFloats, written,
-                      v.as<float>() + (l * Bnow + rowOf[i]) * rowFloats);
+      auto copyRows = [&](const Tensor& from, Tensor& to, int64_t fromRow, int64_t toRow) {
+        for (int64_t l = 0; l < layers; ++l)
+          std::copy_n(from.as<float>() + (l * Bfrom + fromRow) * rowFloats, written,
+                      to.as<float>() + (l * Bnow + toRow) * rowFloats);
+      };
+      if (moved) {  // into buffers of the new shape
+        if (cache.out.size() < 3) cache.out.resize(3);
+        const TensorType now = withRows(cache.selfK, Bnow);
+        for (size_t b : {1, 2})
+          if (cache.out[b].type() != now) cache.out[b] = takeBuffer(now);
+        for (size_t i = 0; i < prefixes.size(); ++i) {
+          copyRows(cache.selfK, cache.out[1], parentRow(i), rowOf[i]);
+          copyRows(cache.selfV, cache.out[2], parentRow(i), rowOf[i]);
         }
+        std::swap(cache.selfK, cache.out[1]);
+        std::swap(cache.selfV, cache.out[2]);
+      } else {  // in place: only the hypotheses not in their parent's row
+        for (size_t i = 0; i < prefixes.size(); ++i)
+          if (parentRow(i) != rowOf[i]) {
+            copyRows(cache.selfK, cache.selfK, parentRow(i), rowOf[i]);
+            copyRows(cache.selfV, cache.selfV, parentRow(i), rowOf[i]);
+          }
       }
-      std::swap(cache.selfK, k);
-      std::swap(cache.selfV, v);
       std::vector<int64_t> last;
       for (const auto& p : rowsPrefix) last.push_back(p.back());
       lpp = &cachedStep(cache, last, t);
@@ -574,11 +613,16 @@ void Translator::beamBatch(const std::vector<const std::vector<int64_t>*>& sourc
 
     std::vector<std::vector<std::pair<double, std::pair<size_t, int64_t>>>> cands(
         static_cast<size_t>(sentences));
+    // Each hypothesis's best K tokens (never pad or bos), the rows split over the threads.
+    std::vector<std::vector<int64_t>> best(prefixes.size());
+    ThreadPool::global().parallelFor(static_cast<int64_t>(prefixes.size()), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        best[static_cast<size_t>(i)] = bestTokens(lp.as<float>() + rowOf[static_cast<size_t>(i)] * V, V, K);
+    });
     for (size_t i = 0; i < prefixes.size(); ++i) {
       const auto [s, h] = owner[i];
       const float* row = lp.as<float>() + rowOf[i] * V;
-      // This hypothesis's best K tokens (never pad or bos).
-      const std::vector<int64_t> ids = bestTokens(row, V, K);
+      const std::vector<int64_t>& ids = best[i];
       for (size_t j = 0; j < ids.size(); ++j)
         cands[static_cast<size_t>(s)].push_back(
             {live[static_cast<size_t>(s)][h].logp + row[ids[j]], {i, ids[j]}});

@@ -100,7 +100,11 @@ class Translator {
     std::vector<Tensor> out;  // the last step's outputs: log-probabilities and the buffers
                               // the next step writes its caches into
   };
-  Cache startCache(const Tensor& src, const Tensor& memory, int64_t limit);
+  // The cross-attention keys and values of `memory` ([B, S, D] of src's sources), and room
+  // for `limit` positions; with repeat > 1, each of the first `sentences` rows repeated for
+  // its hypotheses (beam search).
+  Cache startCache(const Tensor& src, const Tensor& memory, int64_t limit, int64_t sentences = 0,
+                   int64_t repeat = 1);
   // Log-probabilities [B, V] after feeding tokens[b] at position pos; updates the caches.
   // (The result lives in c until the next step.)
   const Tensor& cachedStep(Cache& c, const std::vector<int64_t>& tokens, int64_t pos);
