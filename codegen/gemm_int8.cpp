@@ -101,33 +101,49 @@ TGC_AVXVNNI void avxVnniBlock(const uint8_t* a, int64_t lda, const int8_t* bp, i
 #if TGC_INT8_X86
 // AVX2 without VNNI: VPMADDWD on 16-bit operands, A as a_q (s16, no offset) and each
 // column's four k sign-extended from the packed bytes. A 32-bit lane sums two products, so
-// a column spreads over two lanes, added pairwise at the end; 4 rows x 8 columns at a time
-// (8 accumulators). The sums are exact (each lane below K * 127^2 < 2^31); the caller adds
+// a column spreads over two lanes, added pairwise at the end; R rows x 8 columns at a time
+// (2R accumulators). The sums are exact (each lane below K * 127^2 < 2^31); the caller adds
 // the unsigned kernels' 128 * colSum, so that one store serves every kernel.
-TGC_AVX2 void avx2Block(const int16_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc) {
-  for (int64_t r0 = 0; r0 < kRows; r0 += 4)
+template <int R>
+TGC_AVX2 void avx2Rows(const int16_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc) {
+  {
     for (int64_t c0 = 0; c0 < kCols; c0 += 8) {
-      __m256i s[4][2];
+      __m256i s[R][2];
       for (auto& r : s) r[0] = r[1] = _mm256_setzero_si256();
       for (int64_t q = 0; q < kq; ++q) {
         const int8_t* b = bp + q * 128 + c0 * 4;  // columns c0..c0+7, four k each
         const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
         const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
-        for (int64_t r = 0; r < 4; ++r) {
+        for (int64_t r = 0; r < R; ++r) {
           int64_t four;
-          __builtin_memcpy(&four, a + (r0 + r) * lda + q * 4, 8);
+          __builtin_memcpy(&four, a + r * lda + q * 4, 8);
           const __m256i av = _mm256_set1_epi64x(four);
           s[r][0] = _mm256_add_epi32(s[r][0], _mm256_madd_epi16(av, b0));
           s[r][1] = _mm256_add_epi32(s[r][1], _mm256_madd_epi16(av, b1));
         }
       }
-      for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t r = 0; r < R; ++r) {
         // Lanes (c0 c0 c1 c1 | c2 c2 c3 c3) and (c4 ..): pairwise sums give (c0 c1 c4 c5 |
         // c2 c3 c6 c7), and the 64-bit permute puts them in order.
         const __m256i sums = _mm256_permute4x64_epi64(_mm256_hadd_epi32(s[r][0], s[r][1]), 0xD8);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + (r0 + r) * kCols + c0), sums);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + r * kCols + c0), sums);
       }
     }
+  }
+}
+
+// The first `rows` (at most 8) rows of a tile: 4 at a time, the last 1 or 2 alone, so that
+// a decoding step's few rows are not padded to 8 (acc's other rows are left unwritten).
+TGC_AVX2 void avx2Block(const int16_t* a, int64_t lda, const int8_t* bp, int64_t kq, int32_t* acc,
+                        int64_t rows) {
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t left = rows - r0;
+    const int64_t r = left >= 3 ? 4 : left;
+    if (r == 4) avx2Rows<4>(a + r0 * lda, lda, bp, kq, acc + r0 * kCols);
+    else if (r == 2) avx2Rows<2>(a + r0 * lda, lda, bp, kq, acc + r0 * kCols);
+    else avx2Rows<1>(a + r0 * lda, lda, bp, kq, acc + r0 * kCols);
+    r0 += r;
+  }
 }
 #endif
 
@@ -360,7 +376,7 @@ void tiles(const uint8_t* u, int64_t ld, int64_t m, const Int8Weights& w, Thread
       case Int8Kernel::avx512vnni: vnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
       case Int8Kernel::avxvnni: avxVnniBlock(u + row0 * ld, ld, bp, w.kQuads(), acc); break;
       case Int8Kernel::avx2:
-        avx2Block(a16.data() + row0 * ld, ld, bp, w.kQuads(), acc);
+        avx2Block(a16.data() + row0 * ld, ld, bp, w.kQuads(), acc, rows);
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t j = 0; j < cols; ++j) acc[r * kCols + j] += 128 * w.colSum[static_cast<size_t>(col0 + j)];
         break;
