@@ -478,8 +478,11 @@ void Executable::Impl::scheduleGemmPairs(std::vector<int>& loweredLaunch) {
   std::vector<LaunchAccess> access(launches.size());
   for (size_t i = 0; i < launches.size(); ++i) {
     const Launch& l = launches[i];
-    for (size_t b = 0; b < l.slots.size(); ++b)
-      (l.writes[b] ? access[i].writes : access[i].reads).push_back(l.slots[b]);
+    for (size_t b = 0; b < l.slots.size(); ++b) {
+      // A slice view reads its base's memory (the only aliases before the state pairing).
+      const int s = slots[l.slots[b]].kind == SlotKind::Alias ? slots[l.slots[b]].index : l.slots[b];
+      (l.writes[b] ? access[i].writes : access[i].reads).push_back(s);
+    }
     const codegen::GemmDesc& d = l.gemm;
     // f32 and f64 pack into per-thread scratch; bf16 (mixed precision) stays unpaired: its
     // conversion path was not checked for two products at once.

@@ -36,9 +36,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "codegen/gemm.h"
 #include "codegen/lower.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
@@ -52,6 +55,23 @@ namespace tgc::runtime {
 
 class ParamStore;
 
+// Weights packed for the GEMMs (codegen::GemmEngine::packB), keyed by their memory and the
+// product's B shape and blocking, shared by the executables of one ExecOptions.
+class PackedWeights {
+ public:
+  // The panels of b for d, packed now unless an executable packed them already; null where
+  // packB is (the product does not pack B).
+  std::shared_ptr<const codegen::GemmPackedB> get(const codegen::GemmDesc& d, const void* b);
+  // The weights hold new values: pack again on next use.
+  void clear();
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<const void*, int, int64_t, int64_t, int64_t, bool, int64_t, int64_t>,
+           std::shared_ptr<const codegen::GemmPackedB>>
+      packed_;
+};
+
 struct ExecOptions {
   bool useCache = true;   // the on-disk kernel cache (codegen/jit.h)
   std::string cacheDir;   // empty: $TGC_CACHE_DIR, $XDG_CACHE_HOME/tgc or ~/.cache/tgc
@@ -62,6 +82,9 @@ struct ExecOptions {
   // caller compiles again for new ones), so a GEMM whose B is one packs it at the first
   // run and keeps it (codegen::GemmEngine::packB).
   bool constantParams = false;
+  // ... and where given, the executables compiled with it share the packed B of one weight
+  // (a decoder compiled for many batch sizes packs each weight once, not once per shape).
+  std::shared_ptr<PackedWeights> packedWeights;
   // Inputs the caller hands over to be written: a dynamic_update_slice of one (or of the
   // result of one, in a chain) writes in the caller's tensor itself when nothing reads the
   // value after it, and an output computed there is not copied into `out` (its entry keeps

@@ -66,7 +66,7 @@ void Executable::Impl::runGemm(Launch& l, ThreadPool* p, codegen::GemmPairShare:
   else if (cBytes > 0) {
     const codegen::GemmEngine& engine = codegen::GemmEngine::host(l.gemm.dtype);
     if (l.gemmConstantB && !l.packedB) {
-      l.packedB = engine.packB(l.gemm, l.ptrs[1]);
+      l.packedB = opts.packedWeights ? opts.packedWeights->get(l.gemm, l.ptrs[1]) : engine.packB(l.gemm, l.ptrs[1]);
       l.gemmConstantB = l.packedB != nullptr;  // (null: this product reads B in place)
     }
     engine.run(l.gemm, l.ptrs[0], l.ptrs[1], l.ptrs[2], p, epilogueOperands(l.gemm, l.ptrs.data() + 3),
@@ -338,6 +338,23 @@ void Executable::paramsChanged() {
       l.packedB.reset();
       l.gemmConstantB = true;
     }
+}
+
+std::shared_ptr<const codegen::GemmPackedB> PackedWeights::get(const codegen::GemmDesc& d, const void* b) {
+  const codegen::GemmEngine& engine = codegen::GemmEngine::host(d.dtype);
+  const codegen::GemmBBlocking blocking = codegen::gemmBBlocking(engine.config(), d);
+  const auto key = std::make_tuple(b, static_cast<int>(d.dtype), d.n, d.k, d.ldb, d.transB, blocking.nc, blocking.ks);
+  std::lock_guard<std::mutex> lock(mutex_);  // (GEMM pairs pack on two threads)
+  auto it = packed_.find(key);
+  if (it != packed_.end()) return it->second;
+  auto p = engine.packB(d, b);
+  if (p) packed_.emplace(key, p);
+  return p;
+}
+
+void PackedWeights::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  packed_.clear();
 }
 
 }  // namespace tgc::runtime

@@ -123,7 +123,8 @@ LmGenerator::LmGenerator(ModelSpec model, std::map<std::string, Tensor> params,
                          runtime::ExecOptions exec)
     : model_(std::move(model)), exec_(exec), feed_(std::move(params)) {
   exec_.updateInPlace = false;
-  exec_.constantParams = true;  // GEMMs pack their weights once
+  exec_.constantParams = true;  // GEMMs pack their weights once, for every shape
+  exec_.packedWeights = std::make_shared<runtime::PackedWeights>();
   // The config entries, from a lowering of the uncached graph (cheap: no code generation).
   const CompiledModel m =
       compileModelFile(model_.path, model_.options("next_token", {{"B", 1}, {"T", 1}}));

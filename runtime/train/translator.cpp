@@ -89,6 +89,7 @@ Translator::Translator(ModelSpec model, std::map<std::string, Tensor> params,
     : model_(std::move(model)), feed_(std::move(params)), exec_(exec) {
   exec_.updateInPlace = false;
   exec_.constantParams = true;  // GEMMs pack their weights once (setParams says when not)
+  exec_.packedWeights = std::make_shared<runtime::PackedWeights>();  // ... for every shape
   // decode_cached writes each step's keys and values into the caches it is given.
   exec_.donatedInputs = {"self_k", "self_v"};
 }
@@ -101,6 +102,7 @@ void Translator::setParams(std::map<std::string, Tensor> params) {
     forgetCompiled();
     return;
   }
+  exec_.packedWeights->clear();
   auto changed = [](auto& table) {
     for (auto& [key, exe] : table)
       if (exe) exe->paramsChanged();

@@ -90,6 +90,46 @@ TEST(ExecGemm, ConstantParamsArePackedOnceUntilTheyChange) {
   EXPECT_TRUE(testing::allClose(fresh[0], want[0], 1e-4, 1e-4));
 }
 
+// Executables given one PackedWeights share the packed B of a weight: shapes of 32 and 8
+// rows pack it once (paramsChanged alone takes the shared panels again), and after clear()
+// both pack the new values.
+TEST(ExecGemm, PackedWeightsAreSharedAcrossShapes) {
+  auto graphFor = [](int64_t rows) {
+    auto g = std::make_unique<Graph>("mm");
+    Builder b(*g);
+    Value* x = b.input("x", TensorType{DType::f32, {rows, 600}});
+    Value* w = b.input("w", TensorType{DType::f32, {600, 200}}, "param");
+    g->setOutputs({b.matmul(x, w, false, false, "y")});
+    return g;
+  };
+  runtime::ExecOptions opts = testing::testExecOptions();
+  opts.constantParams = true;
+  opts.packedWeights = std::make_shared<runtime::PackedWeights>();
+  auto g32 = graphFor(32), g8 = graphFor(8);
+  auto e32 = runtime::Executable::compile(*g32, opts), e8 = runtime::Executable::compile(*g8, opts);
+  auto in32 = testing::randomInputs(*g32, 7);
+  auto in8 = testing::randomInputs(*g8, 8);
+  Tensor& w = in32.at("w");
+  auto run8 = [&] {  // on the same weight tensor
+    std::map<std::string, Tensor> data{{"x", in8.at("x")}};
+    std::vector<Tensor> out;
+    e8->run(data, in32, out);
+    return out[0];
+  };
+  e32->run(in32);
+  const Tensor first8 = run8();
+  for (int64_t i = 0; i < w.numel(); ++i) w.as<float>()[i] *= -1;
+  std::map<std::string, Tensor> in8w{{"x", in8.at("x")}, {"w", w}};
+  const Tensor want8 = Interpreter().run(*g8, in8w)[0];
+  e8->paramsChanged();
+  EXPECT_TRUE(testing::allClose(run8(), first8, 0, 0));  // the shared panels, packed before
+  opts.packedWeights->clear();
+  e8->paramsChanged();
+  EXPECT_TRUE(testing::allClose(run8(), want8, 1e-4, 1e-4));
+  e32->paramsChanged();
+  EXPECT_TRUE(testing::allClose(e32->run(in32)[0], Interpreter().run(*g32, in32)[0], 1e-4, 1e-4));
+}
+
 TEST(ExecGemm, BatchDimsBroadcastLikeNumpy) {
   // Equal batches, a matrix shared by the batch, size-1 dims on either side, rank
   // mismatch, and the attention shapes [B, H, S, D] x [B, H, D, S].
