@@ -260,7 +260,7 @@ void Translator::giveBack(Cache& c) {
   for (Tensor* t : {&c.selfK, &c.selfV})
     if (t->numel() > 0) spare_.push_back(std::move(*t));
   for (size_t i = 1; i < c.out.size(); ++i)
-    if (c.out[i].numel() > 0) spare_.push_back(std::move(c.out[i]));
+    if (c.out[i].data()) spare_.push_back(std::move(c.out[i]));
   c.out.clear();
   while (spare_.size() > kSpareBuffers) spare_.erase(spare_.begin());  // the oldest go
 }
@@ -285,7 +285,7 @@ void Translator::shrinkCache(Cache& c, const std::vector<int64_t>& keep, int64_t
   // The output buffers of the old shape go back to the pool (the next step, or the beam's
   // reordering, takes ones of the new shape).
   for (size_t i = 1; i < c.out.size(); ++i) {
-    if (c.out[i].numel() > 0 && c.out[i].type() != self) spare_.push_back(std::move(c.out[i]));
+    if (c.out[i].data() && c.out[i].type() != self) spare_.push_back(std::move(c.out[i]));
     if (c.out[i].type() != self) c.out[i] = Tensor();
   }
   while (spare_.size() > kSpareBuffers) spare_.erase(spare_.begin());

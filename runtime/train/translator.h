@@ -3,9 +3,10 @@
 // The encoder runs once per sentence (graph `encode`, one executable per (B, S)), and so do
 // the cross-attention projections of every decoder layer (`decode_memory`). Each step then
 // runs `decode_cached` for one position per row: the keys and values of the earlier
-// positions come from caches [n_dec, B, T, d_model] that the step returns updated (T: a
-// length bucket 16, 32, ... covering the longest output). Beam search reorders the cache
-// rows after their hypotheses. Without the cache (DecodeOptions::kvCache false) each step
+// positions come from caches [n_dec, B, T, d_model] that the step updates in place (T: a
+// length bucket 16, 32, ... covering the longest output; the caches are donated inputs). As
+// sentences finish, the rows shrink to the next smaller compiled batch (B/2, B/4, ...).
+// Beam search moves the cache rows of hypotheses that fork from their parent's row. Without the cache (DecodeOptions::kvCache false) each step
 // runs `decode_at` over the whole prefix padded to a length bucket. Sentences are decoded in
 // batches of up to `batchSize` rows (and `maxTokens` source tokens), sorted by length, and
 // returned in their input order. Every shape the batches need is compiled (or taken from the
@@ -97,8 +98,9 @@ class Translator {
   // The state of cached decoding for one batch.
   struct Cache {
     Tensor src, crossK, crossV, selfK, selfV;
-    std::vector<Tensor> out;  // the last step's outputs: log-probabilities and the buffers
-                              // the next step writes its caches into
+    std::vector<Tensor> out;  // the last step's outputs: log-probabilities, then buffers of
+                              // the caches' type (written by a step that cannot update the
+                              // caches in place; beam search's scratch after a shrink)
   };
   // The cross-attention keys and values of `memory` ([B, S, D] of src's sources), and room
   // for `limit` positions; with repeat > 1, each of the first `sentences` rows repeated for
