@@ -10,6 +10,7 @@
 #include "codegen/attention_cpu.h"
 #include "codegen/gemm_int8.h"
 #include "codegen/loss_kernels.h"
+#include "ir/op_table.h"
 
 namespace tgc::codegen {
 namespace {
@@ -91,11 +92,8 @@ LibraryKernel bindDynamicUpdateSlice(const Node& n) {
   const std::string node = describeNode(n);
   return [=](const void* const* in, void* const* out, ThreadPool&) {
     const auto* starts = static_cast<const int64_t*>(in[2]);
-    for (size_t d = 0; d < x.size(); ++d)
-      if (starts[d] < 0 || starts[d] > x[d] - u[d])
-        throw IRError(fmt::format("{}: start {} of dim {} is out of range: an update of {} must start "
-                                  "in [0, {}] of size {}",
-                                  node, starts[d], d, u[d], x[d] - u[d], x[d]));
+    if (std::string why = updateStartsError(x, u, starts); !why.empty())
+      throw IRError(fmt::format("{}: {}", node, why));
     auto* y = static_cast<char*>(out[0]);
     if (out[0] != in[0]) std::memcpy(y, in[0], bytes);
     int64_t rows = 1;  // the update's rows: every dim but the last

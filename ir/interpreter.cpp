@@ -502,13 +502,8 @@ void gatherKernel(const Node& n, const Operands& in, Tensor& out) {
 // The starts of a dynamic_update_slice, each checked: 0 <= start <= dim - update's dim.
 std::vector<int64_t> checkedStarts(const Node& n, const Shape& x, const Shape& update, const Tensor& starts) {
   std::vector<int64_t> s(x.size());
-  for (size_t d = 0; d < x.size(); ++d) {
-    s[d] = starts.getI(static_cast<int64_t>(d));
-    if (s[d] < 0 || s[d] > x[d] - update[d])
-      fail(n, fmt::format("start {} of dim {} is out of range: an update of {} must start in [0, {}] "
-                          "of size {}",
-                          s[d], d, update[d], x[d] - update[d], x[d]));
-  }
+  for (size_t d = 0; d < x.size(); ++d) s[d] = starts.getI(static_cast<int64_t>(d));
+  if (std::string why = updateStartsError(x, update, s.data()); !why.empty()) fail(n, why);
   return s;
 }
 

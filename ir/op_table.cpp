@@ -490,6 +490,14 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+std::string updateStartsError(const Shape& x, const Shape& update, const int64_t* starts) {
+  for (size_t d = 0; d < x.size(); ++d)
+    if (starts[d] < 0 || starts[d] > x[d] - update[d])
+      return fmt::format("start {} of dim {} is out of range: an update of {} must start in [0, {}] of size {}",
+                         starts[d], d, update[d], x[d] - update[d], x[d]);
+  return {};
+}
+
 int64_t normalizeAxis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     fail(fmt::format("axis {} is out of range for rank {}", axis, rank));

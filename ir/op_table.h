@@ -85,4 +85,8 @@ Shape broadcastShapes(const Shape& a, const Shape& b);
 // Normalizes a possibly negative axis against rank; throws ShapeError when out of range.
 int64_t normalizeAxis(int64_t axis, int64_t rank);
 
+// dynamic_update_slice's bounds, shared by the interpreter and the CPU kernel: why the first
+// of `starts` (one per dim of x) outside [0, x - update] is out of range, or empty.
+std::string updateStartsError(const Shape& x, const Shape& update, const int64_t* starts);
+
 }  // namespace tgc
