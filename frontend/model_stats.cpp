@@ -14,6 +14,20 @@ static double nodeFlops(const Node& n) {
       int64_t k = n.attrBool("transpose_a") ? a.shape[a.shape.size() - 2] : a.shape.back();
       return 2.0 * out * static_cast<double>(k);
     }
+    case OpKind::FusedAttention: case OpKind::FusedAttentionGrad: {
+      // Per query row: q k^T and p v are 2 Tk D multiply-adds each, the softmax ~5 Tk;
+      // the backward recomputes p and has four products. Causal rows see half the keys.
+      const TensorType& q = n.operand(0)->type();
+      const TensorType& k = n.operand(1)->type();
+      const bool bthd = n.attrString("layout") == "bthd";
+      const double tk = static_cast<double>(k.shape[k.shape.size() - (bthd ? 3 : 2)]);
+      const double d = static_cast<double>(q.shape.back());
+      const double rows = static_cast<double>(q.numel()) / d;
+      const double products = n.op() == OpKind::FusedAttention ? 2 : 5;
+      return rows * tk * (2.0 * d * products + 5.0) * (n.attrBool("causal") ? 0.5 : 1.0);
+    }
+    case OpKind::SoftmaxCrossEntropy: case OpKind::SoftmaxCrossEntropyGrad:
+      return 5.0 * static_cast<double>(n.operand(0)->type().numel());
     case OpKind::Softmax: case OpKind::LogSoftmax: return 5.0 * out;
     case OpKind::LayerNorm: return 8.0 * out;
     case OpKind::RmsNorm: return 4.0 * out;

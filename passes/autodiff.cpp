@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ir/builder.h"
+#include "passes/passes.h"
 
 namespace tgc {
 namespace {
@@ -394,6 +395,16 @@ class Differentiator {
 
 std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
   return Differentiator(g).run(loss, wrt);
+}
+
+bool runAutodiff(Graph& g, PassContext&) {
+  if (g.outputs().empty()) throw IRError("autodiff: the graph has no outputs (the loss first)");
+  const std::vector<Value*> params = trainableParameters(g);
+  if (params.empty()) throw IRError("autodiff: the graph has no input of role param");
+  std::vector<Value*> outs = g.outputs();
+  for (Value* gr : appendGradients(g, outs.front(), params)) outs.push_back(gr);
+  g.setOutputs(outs);
+  return true;
 }
 
 std::vector<Value*> trainableParameters(const Graph& g) {

@@ -19,6 +19,9 @@ namespace tgc {
 // float operand the loss depends on.
 std::vector<Value*> appendGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt);
 
+// The autodiff pass (passes/passes.h, runAutodiff) appends the gradients of outputs[0] with
+// respect to trainableParameters(g) as outputs, after the others and in the same order.
+
 // The values `wrt` defaults to: inputs with role "param", in graph order.
 std::vector<Value*> trainableParameters(const Graph& g);
 

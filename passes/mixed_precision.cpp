@@ -200,6 +200,8 @@ int narrowReluGradients(Graph& g) {
   return rewritten;
 }
 
-bool runMixedPrecision(Graph& g, PassContext&) { return autocastMatmuls(g, false) > 0; }
+bool runMixedPrecision(Graph& g, PassContext&) { return autocastMatmuls(g, /*castPerUse=*/true) > 0; }
+bool runMergeCasts(Graph& g, PassContext&) { return mergeCasts(g) > 0; }
+bool runNarrowReluGradients(Graph& g, PassContext&) { return narrowReluGradients(g) > 0; }
 
 }  // namespace tgc

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/optimizer_config.h"
 
 namespace tgc {
 
@@ -17,6 +18,8 @@ struct PassContext {
   // constant-fold materializes a constant only when it is a splat or has at most this many
   // elements, so folding never balloons a graph; operands it evaluates are capped at 16x.
   int64_t fold_limit = 4096;
+  // What the adamw pass builds: schedule, moments, clipping (passes/train_step.h).
+  OptimizerConfig optimizer{};
 };
 
 // Returns true when the graph changed. A pass may throw IRError for a graph it cannot

@@ -20,7 +20,8 @@ namespace {
 
 class PipelineParser {
  public:
-  explicit PipelineParser(std::string_view text) : text_(text) {}
+  PipelineParser(std::string_view text, const PipelineAliases& aliases)
+      : text_(text), aliases_(aliases) {}
 
   Pipeline parse() {
     Pipeline p;
@@ -35,7 +36,7 @@ class PipelineParser {
   std::vector<PipelineStep> parseList() {
     std::vector<PipelineStep> steps;
     for (;;) {
-      steps.push_back(parseItem());
+      parseItem(steps);
       skipSpace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
@@ -45,7 +46,8 @@ class PipelineParser {
     }
   }
 
-  PipelineStep parseItem() {
+  // Appends the item: one step, or every step of an alias.
+  void parseItem(std::vector<PipelineStep>& steps) {
     skipSpace();
     size_t start = pos_;
     while (pos_ < text_.size() && isNameChar(text_[pos_])) ++pos_;
@@ -64,13 +66,18 @@ class PipelineParser {
       skipSpace();
       if (pos_ >= text_.size() || text_[pos_] != ')') failAt(pos_, "expected ')' to close fixpoint(");
       ++pos_;
-      return group;
+      steps.push_back(std::move(group));
+      return;
+    }
+    if (auto alias = aliases_.find(name); alias != aliases_.end()) {
+      steps.insert(steps.end(), alias->second.steps.begin(), alias->second.steps.end());
+      return;
     }
     if (!findPass(name))
       failAt(start, fmt::format("unknown pass '{}' (known passes: {})", name, knownPassNames()));
     PipelineStep step;
     step.pass = std::move(name);
-    return step;
+    steps.push_back(std::move(step));
   }
 
   static bool isNameChar(char c) {
@@ -85,6 +92,7 @@ class PipelineParser {
   }
 
   std::string_view text_;
+  const PipelineAliases& aliases_;
   size_t pos_ = 0;
 };
 
@@ -115,7 +123,9 @@ std::string joinErrors(const std::vector<std::string>& errs) {
 
 }  // namespace
 
-Pipeline parsePipeline(std::string_view text) { return PipelineParser(text).parse(); }
+Pipeline parsePipeline(std::string_view text, const PipelineAliases& aliases) {
+  return PipelineParser(text, aliases).parse();
+}
 
 std::string Pipeline::str() const {
   std::string s;

@@ -35,10 +35,13 @@ struct Pipeline {
   bool contains(std::string_view name) const;
 };
 
+// Names that stand for a whole pipeline ("default"), spliced in where they appear.
+using PipelineAliases = std::map<std::string, Pipeline, std::less<>>;
+
 // Grammar: list := item (',' item)* ; item := NAME | 'fixpoint' '(' list ')'.
 // Spaces are allowed around items; an empty text is an empty pipeline. Unknown names give
 // a PassError listing the known passes.
-Pipeline parsePipeline(std::string_view text);
+Pipeline parsePipeline(std::string_view text, const PipelineAliases& aliases = {});
 
 struct PassManagerOptions {
   bool print_after_all = false;

@@ -28,9 +28,18 @@ bool runFuseCrossEntropy(Graph& g, PassContext& ctx);
 // fuse_ffn.cpp: the ReLU gradient of ReLU -> dropout reads the dropout's output only (after
 // autodiff; passes/fusion.h runs it with the gradient fusions).
 bool runFuseFFN(Graph& g, PassContext& ctx);
-// mixed_precision.cpp: f32 matmuls compute in bf16 (operands cast, result cast back to f32);
-// everything else stays f32. Before autodiff (buildTrainStep with Precision::bf16).
+// mixed_precision.cpp: f32 matmuls compute in bf16 (each operand cast, result cast back to
+// f32); everything else stays f32. Before autodiff; merge-casts after it (or right after,
+// in an inference graph) makes the casts of one value one.
 bool runMixedPrecision(Graph& g, PassContext& ctx);
+bool runMergeCasts(Graph& g, PassContext& ctx);
+// After merge-casts in a bf16 training step: ReLU gradients read the bf16 copies.
+bool runNarrowReluGradients(Graph& g, PassContext& ctx);
+// autodiff.cpp: appends d outputs[0] / d each parameter (inputs of role param) as outputs.
+bool runAutodiff(Graph& g, PassContext& ctx);
+// train_step.cpp: the training step's update from those gradients: the learning-rate
+// schedule, global-norm clipping and AdamW (ctx.optimizer); the gradients stop being outputs.
+bool runAdamW(Graph& g, PassContext& ctx);
 // rematerialize.cpp: saved values that a short chain of elementwise/layout ops recomputes
 // from values live anyway are recomputed in the backward instead of kept (after autodiff;
 // the forward is what outputs[0], the loss, depends on). buildTrainStep runs it last unless

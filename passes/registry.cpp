@@ -58,9 +58,25 @@ std::map<std::string, PassInfo, std::less<>> makeBuiltins() {
       "dropout masks, transposes, casts) are recomputed in the backward (after autodiff)",
       runRematerialize);
   add("mixed-precision",
-      "autocast to bf16: f32 matmuls take bf16 casts of their operands and cast the product "
-      "back to f32; every other op stays f32 (before autodiff)",
+      "autocast to bf16: f32 matmuls take a bf16 cast of each operand and cast the product "
+      "back to f32; every other op stays f32 (before autodiff; then merge-casts)",
       runMixedPrecision);
+  add("merge-casts",
+      "identical casts of a value become one and narrow(widen(x)) is x, so a value read by "
+      "several bf16 matmuls is cast and saved once (after autodiff)",
+      runMergeCasts);
+  add("narrow-relu-gradients",
+      "bf16 training steps: ReLU gradient masks test the bf16 copies the matmuls keep, so the "
+      "f32 ReLU input is not saved (after merge-casts)",
+      runNarrowReluGradients);
+  add("autodiff",
+      "reverse-mode differentiation: the gradients of outputs[0] (the loss) with respect to "
+      "every input of role param are appended as outputs grad.<param>",
+      runAutodiff);
+  add("adamw",
+      "the training step's update from the gradients autodiff appended: learning-rate "
+      "schedule, global-norm clipping, AdamW; outputs new.<param> and the new moments",
+      runAdamW);
   return m;
 }
 

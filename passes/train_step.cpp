@@ -7,8 +7,8 @@
 
 #include "ir/builder.h"
 #include "passes/autodiff.h"
-#include "passes/fusion.h"
-#include "passes/mixed_precision.h"
+#include "passes/default_pipeline.h"
+#include "passes/pass_manager.h"
 #include "passes/passes.h"
 
 namespace tgc {
@@ -20,36 +20,26 @@ double scheduledLearningRate(const OptimizerConfig& cfg, int64_t step) {
          std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(cfg.warmup), -1.5));
 }
 
-size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
-  if (g.outputs().empty()) throw IRError("train step: the graph has no outputs (loss first)");
+bool runAdamW(Graph& g, PassContext& ctx) {
+  const OptimizerConfig& cfg = ctx.optimizer;
   if (cfg.schedule != "noam" && cfg.schedule != "constant")
-    throw IRError(fmt::format("train step: unknown schedule '{}' (noam, constant)", cfg.schedule));
-  if (cfg.precision != DType::f32 && cfg.precision != DType::bf16)
-    throw IRError(fmt::format("train step: precision {} is not supported (f32, bf16)",
-                              dtypeName(cfg.precision)));
-  runForwardFusions(g);  // fused forward ops differentiate into fused backward ops
-  // After the fusions: fused_attention stays f32. Casts per use, so that autodiff sums the
-  // matmul operands' gradients in f32; mergeCasts below makes the forward's casts one each.
-  if (cfg.precision == DType::bf16) autocastMatmuls(g, /*castPerUse=*/true);
+    throw IRError(fmt::format("adamw: unknown schedule '{}' (noam, constant)", cfg.schedule));
+  // The autodiff pass left the gradients as the last outputs, one per parameter in order.
+  const std::vector<Value*> params = trainableParameters(g);
+  const size_t kept = g.outputs().size() - std::min(g.outputs().size(), params.size());
+  if (params.empty() || kept == 0)
+    throw IRError(fmt::format("adamw: needs the loss and then one gradient per parameter as outputs "
+                              "(run autodiff first); the graph has {} outputs and {} parameters",
+                              g.outputs().size(), params.size()));
+  std::vector<Value*> grads(g.outputs().begin() + static_cast<std::ptrdiff_t>(kept), g.outputs().end());
+  for (size_t i = 0; i < params.size(); ++i)
+    if (grads[i]->type() != params[i]->type())
+      throw IRError(fmt::format("adamw: output {} (%{}, {}) is not a gradient of parameter %{} ({}); "
+                                "run autodiff first",
+                                kept + i, grads[i]->name(), grads[i]->type().str(), params[i]->name(),
+                                params[i]->type().str()));
+  g.setOutputs(std::vector<Value*>(g.outputs().begin(), g.outputs().begin() + static_cast<std::ptrdiff_t>(kept)));
   Value* loss = g.outputs()[0];
-  std::vector<Value*> params = trainableParameters(g);
-  std::vector<Value*> grads = appendGradients(g, loss, params);
-  if (cfg.precision == DType::bf16) mergeCasts(g);
-  runGradientFusions(g);  // rewrites the backward autodiff emitted (fuse-ffn)
-  if (cfg.precision == DType::bf16) {
-    // fuse-ffn's tests too. It replaces nodes, a gradient or an output among them (a ReLU
-    // of a parameter, a metric output that is a where): the gradients are outputs
-    // meanwhile, and both are read back from the graph, so that they follow the rewrite.
-    const auto kept = static_cast<std::ptrdiff_t>(g.outputs().size());
-    std::vector<Value*> all = g.outputs();
-    all.insert(all.end(), grads.begin(), grads.end());
-    g.setOutputs(all);
-    narrowReluGradients(g);
-    all = g.outputs();
-    grads.assign(all.begin() + kept, all.end());
-    g.setOutputs(std::vector<Value*>(all.begin(), all.begin() + kept));
-    loss = g.outputs()[0];
-  }
   Builder b(g);
   DType ft = loss->type().dtype;
   auto c = [&](double v, const char* name = "c") { return b.scalar(ft, v, name); };
@@ -123,11 +113,23 @@ size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg) {
   }
   g.setOutputs(outs);
   g.topoSort();  // the new inputs were appended after their users' operands
-  if (rematerializeEnabled()) {  // cheap saved values recomputed in the backward
-    PassContext ctx;
-    runRematerialize(g, ctx);
+  return true;
+}
+
+size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg, const PassManagerOptions& pm) {
+  if (g.outputs().empty()) throw IRError("train step: the graph has no outputs (loss first)");
+  PipelineMode mode;
+  mode.kind = PipelineMode::Kind::TrainStep;
+  mode.precision = cfg.precision;
+  PassManager manager(defaultPipeline(mode), pm);
+  PassContext ctx;
+  ctx.optimizer = cfg;
+  try {
+    manager.run(g, ctx);
+  } catch (const PassError& e) {
+    throw IRError(fmt::format("train step: {}", e.what()));
   }
-  return params.size();
+  return trainableParameters(g).size();
 }
 
 }  // namespace tgc

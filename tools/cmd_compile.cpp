@@ -17,10 +17,8 @@
 #include "ir/graphviz.h"
 #include "ir/json.h"
 #include "ir/printer.h"
-#include "passes/autodiff.h"
-#include "passes/fusion.h"
+#include "passes/default_pipeline.h"
 #include "passes/pass_manager.h"
-#include "passes/mixed_precision.h"
 #include "passes/train_step.h"
 #include "codegen/cuda/cuda_batch.h"
 #include "codegen/cuda/cuda_emitter.h"
@@ -45,7 +43,8 @@ struct CompileOptions {
   int stats_top = 0;  // --stats-top N: the largest saved values and arena buffers at the peak
   bool list_graphs = false;
   bool list_params = false;
-  std::string passes;
+  std::string passes;  // empty: the default pipeline of the mode
+  bool print_pipeline = false;
   PassManagerOptions pm;
   bool grad = false;   // append the backward graph
   bool train = false;  // append backward + AdamW: the training-step graph
@@ -60,7 +59,10 @@ Examples:
   tgc compile models/transformer.tg --preset tiny --graph encode
   tgc compile models/transformer.tg --preset base --set p_drop=0.2 --dim B=32 --dim S=50
   tgc compile models/gpt.tg --stats
-  tgc compile models/transformer.tg --passes='fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
+  tgc compile models/transformer.tg --passes='default,fixpoint(canonicalize,cse,dce)' --emit=dot -o t.dot
+  tgc compile models/transformer.tg --preset tiny --graph encode --passes=none
+  tgc compile models/transformer.tg --preset tiny --train --print-pipeline
+  tgc compile models/transformer.tg --preset tiny --train --dump-dir dumps --time-passes
   tgc compile models/transformer.tg --preset tiny --graph encode --target cpu --emit=kernel
   tgc compile models/transformer.tg --preset tiny --train --target cpu --stats
   tgc compile models/transformer.tg --preset tiny --train --precision bf16 --stats
@@ -87,9 +89,17 @@ kernels; views launch nothing). --params lists
 every parameter with its type and initializer. Imports are looked up next to the importing
 file, then in each --lib DIR, then in $TGC_LIB_PATH and the built-in models/lib.
 
+The graph is printed after the pipeline its target runs (--print-pipeline shows it): for
+an inference graph the forward fusions, as tgc run applies them; with --grad also autodiff;
+with --train the training step as tgc train builds it (fusions, autodiff, fuse-ffn, adamw,
+rematerialize). --passes replaces it: 'default' stands for it (--passes=default,cse) and
+--passes=none prints the raw lowering. --print-after-all, --print-changed, --dump-dir,
+--stop-after and --time-passes watch it pass by pass (tgc opt --help).
+
 --precision bf16 runs the matmuls (forward and, with --grad/--train, backward) with bf16
-operands and f32 accumulation, after the forward fusions (passes/mixed_precision.cpp);
-parameters, gradients, the optimizer and every other op stay f32.
+operands and f32 accumulation: mixed-precision after the forward fusions, merge-casts after
+autodiff (passes/mixed_precision.cpp); parameters, gradients, the optimizer and every other
+op stay f32.
 
 Exit status: 0 on success; 1 with every diagnostic on stderr ("file:line:col: error: ...").
 )";
@@ -112,19 +122,9 @@ void writeOut(const std::string& path, const std::string& text) {
   if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
 }
 
-// --precision bf16 on a graph that is not a training step (buildTrainStep does the same):
-// the forward fusions first, as the executable would run them, then the matmuls in bf16
-// (passes/mixed_precision.h), so attention stays one f32 fused_attention. `perUse` before
-// autodiff (--grad), which then needs mergeCasts.
-void applyPrecision(Graph& g, DType precision, bool perUse) {
-  if (precision == DType::f32) return;
-  runForwardFusions(g);
-  autocastMatmuls(g, perUse);
-}
-
-// --grad / --train: the loss becomes outputs[0] (the other outputs follow as metrics), then
-// the gradients, or the whole training step, are appended as ordinary IR.
-void addBackward(CompiledModel& m, const CompileOptions& o) {
+// --grad / --train: the loss becomes outputs[0] (the other outputs follow as metrics), so
+// that autodiff differentiates it and the training step's update follows it.
+void lossFirst(CompiledModel& m, const CompileOptions& o) {
   Graph& g = *m.graph;
   if (m.loss_output < 0)
     throw std::runtime_error(fmt::format("--{}: graph @{} has no output named loss",
@@ -133,17 +133,15 @@ void addBackward(CompiledModel& m, const CompileOptions& o) {
   for (size_t i = 0; i < g.outputs().size(); ++i)
     if (static_cast<int>(i) != m.loss_output) outs.push_back(g.outputs()[i]);
   g.setOutputs(outs);
-  if (o.train) {
-    OptimizerConfig cfg = o.optim;
-    for (const auto& [k, v] : m.config)
-      if (k == "d_model" && std::holds_alternative<int64_t>(v)) cfg.d_model = std::get<int64_t>(v);
-    buildTrainStep(g, cfg);
-    return;
-  }
-  applyPrecision(g, o.optim.precision, /*perUse=*/true);
-  for (Value* gr : appendGradients(g, outs[0], trainableParameters(g))) outs.push_back(gr);
-  g.setOutputs(outs);
-  if (o.optim.precision == DType::bf16) mergeCasts(g);
+}
+
+PipelineMode pipelineMode(const CompileOptions& o) {
+  PipelineMode mode;
+  mode.kind = o.train  ? PipelineMode::Kind::TrainStep
+              : o.grad ? PipelineMode::Kind::Gradients
+                       : PipelineMode::Kind::Forward;
+  mode.precision = o.optim.precision;
+  return mode;
 }
 
 bool emitsKernels(const CompileOptions& o) {
@@ -306,21 +304,26 @@ std::string savedActivations(const Graph& g, int top) {
 
 void runCompile(const CompileOptions& o) {
   ModelOptions mo = toModelOptions(o.model);
-  // Check the pipeline before compiling what may be a large model.
-  std::unique_ptr<PassManager> pm;
-  if (!o.passes.empty()) pm = std::make_unique<PassManager>(parsePipeline(o.passes), o.pm);
+  // The pipeline its target runs unless --passes names another; checked before compiling
+  // what may be a large model.
+  const Pipeline pipeline = parsePipelineFor(o.passes.empty() ? "default" : o.passes, pipelineMode(o));
+  if (o.print_pipeline) {
+    fmt::print("{}\n", pipeline.str());
+    return;
+  }
+  PassManager pm(pipeline, o.pm);
   CompiledModel m = compileModelFile(o.model.model, mo);
   reportWarnings(m, o.warnings);
   if (o.list_graphs) {
     for (const auto& n : m.graph_names) fmt::print("{}\n", n);
     return;
   }
-  if (o.grad || o.train) addBackward(m, o);
-  else applyPrecision(*m.graph, o.optim.precision, /*perUse=*/false);
-  if (pm) {
-    PassContext ctx;
-    pm->run(*m.graph, ctx);
-  }
+  if (o.grad || o.train) lossFirst(m, o);
+  PassContext ctx;
+  ctx.optimizer = o.optim;
+  for (const auto& [k, v] : m.config)
+    if (k == "d_model" && std::holds_alternative<int64_t>(v)) ctx.optimizer.d_model = std::get<int64_t>(v);
+  pm.run(*m.graph, ctx);
   if (o.list_params) {
     for (const auto& p : m.params)
       fmt::print("{}  {}  {}({})\n", p.name, p.type.str(), p.kind, p.arg);
@@ -415,7 +418,12 @@ void registerCompile(CLI::App& app) {
                   "With --train: decoupled weight decay (AdamW)");
   addPrecisionOption(cmd, o->optim.precision);
   cmd->add_option("-p,--passes", o->passes,
-                  "Pass pipeline to run on the lowered graph (see tgc opt --help)");
+                  "Pass pipeline to run on the lowered graph instead of the default one of the "
+                  "mode (see tgc opt --help): 'default' stands for that pipeline, 'none' for "
+                  "nothing (the raw lowering)");
+  cmd->add_flag("--print-pipeline", o->print_pipeline,
+                "Print the pipeline that would run (the default one of the mode, or --passes "
+                "expanded) and exit");
   cmd->add_flag("--print-after-all", o->pm.print_after_all, "Print the IR after every pass run");
   cmd->add_option("--print-after", o->pm.print_after, "Print the IR after this pass (repeatable)")
       ->allow_extra_args(false)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "codegen/gemm_small_m.h"
 #include "ir/builder.h"
 #include "runtime/executable.h"
 #include "tests/runtime/exec_test_util.h"
@@ -90,8 +91,8 @@ TEST(ExecGemm, ConstantParamsArePackedOnceUntilTheyChange) {
   EXPECT_TRUE(testing::allClose(fresh[0], want[0], 1e-4, 1e-4));
 }
 
-// Executables given one PackedWeights share the packed B of a weight: shapes of 32 and 8
-// rows pack it once (paramsChanged alone takes the shared panels again), and after clear()
+// Executables given one PackedWeights share the packed B of a weight: shapes of 32 and 16
+// rows (more than the small-M kernels take, which read B in place) pack it once (paramsChanged alone takes the shared panels again), and after clear()
 // both pack the new values.
 TEST(ExecGemm, PackedWeightsAreSharedAcrossShapes) {
   auto graphFor = [](int64_t rows) {
@@ -105,7 +106,8 @@ TEST(ExecGemm, PackedWeightsAreSharedAcrossShapes) {
   runtime::ExecOptions opts = testing::testExecOptions();
   opts.constantParams = true;
   opts.packedWeights = std::make_shared<runtime::PackedWeights>();
-  auto g32 = graphFor(32), g8 = graphFor(8);
+  static_assert(codegen::small_m::kMaxRows < 16);
+  auto g32 = graphFor(32), g8 = graphFor(16);
   auto e32 = runtime::Executable::compile(*g32, opts), e8 = runtime::Executable::compile(*g8, opts);
   auto in32 = testing::randomInputs(*g32, 7);
   auto in8 = testing::randomInputs(*g8, 8);
