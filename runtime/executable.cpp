@@ -263,7 +263,7 @@ std::unique_ptr<Executable> Executable::compile(const Graph& g, const ExecOption
 
 void Executable::Impl::build(const Graph& source) {
   auto graph = source.clone();
-  runForwardFusions(*graph);  // passes/fusion.h: a forward graph's attention becomes fused_attention
+  if (opts.forwardFusions) runForwardFusions(*graph);  // passes/fusion.h: attention becomes fused_attention
   graph->removeDeadNodes();
   stats.foldedReductions = foldBatchReductionsIntoGemms(*graph);
   GemmEpilogues epilogues = foldGemmEpilogues(*graph);  // runtime/gemm_epilogue.h

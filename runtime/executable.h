@@ -93,6 +93,9 @@ struct ExecOptions {
   std::vector<std::string> donatedInputs;
   bool profile = false;   // time every launch (Executable::profile)
   bool fuse = true;       // generic fusion (codegen/fusion_groups.h); TGC_NO_FUSION=1: off
+  // The forward fusion passes (passes/fusion.h) on the graph before it is compiled; off where
+  // the caller ran its own pipeline (tgc run), so that what runs is what it printed.
+  bool forwardFusions = true;
   // With a pool of exactly 2 threads: independent GEMMs of similar FLOPs run side by side,
   // one per thread (runtime/launch_schedule.h); TGC_NO_GEMM_PAIRS=1: off.
   bool gemmPairs = true;

@@ -28,6 +28,7 @@
 #include "runtime/executable.h"
 #include "runtime/memory_plan.h"
 #include "tools/commands.h"
+#include "tools/pass_args.h"
 #include "tools/model_args.h"
 #include "tools/model_warnings.h"
 
@@ -424,15 +425,7 @@ void registerCompile(CLI::App& app) {
   cmd->add_flag("--print-pipeline", o->print_pipeline,
                 "Print the pipeline that would run (the default one of the mode, or --passes "
                 "expanded) and exit");
-  cmd->add_flag("--print-after-all", o->pm.print_after_all, "Print the IR after every pass run");
-  cmd->add_option("--print-after", o->pm.print_after, "Print the IR after this pass (repeatable)")
-      ->allow_extra_args(false)
-      ->delimiter(',');
-  cmd->add_flag("--print-changed", o->pm.print_changed,
-                "Print the IR only after passes that changed it");
-  cmd->add_option("--dump-dir", o->pm.dump_dir, "Write the IR after each pass into this directory");
-  cmd->add_option("--stop-after", o->pm.stop_after, "Stop the pipeline after this pass");
-  cmd->add_flag("--time-passes", o->pm.time_passes, "Print wall time per pass to stderr");
+  addPassManagerArgs(cmd, o->pm);
   cmd->callback([o] {
     try {
       runCompile(*o);

@@ -15,6 +15,7 @@
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
 #include "tools/commands.h"
+#include "tools/pass_args.h"
 
 namespace tgc::cli {
 namespace {
@@ -131,18 +132,7 @@ void registerOpt(CLI::App& app) {
       ->check(CLI::IsMember({"ir", "json", "dot"}))
       ->type_name("FORM");
   cmd->add_flag("--list-passes", o->list_passes, "List the registered passes and exit");
-  cmd->add_flag("--print-after-all", o->pm.print_after_all, "Print the IR after every pass run");
-  cmd->add_option("--print-after", o->pm.print_after, "Print the IR after this pass (repeatable)")
-      ->allow_extra_args(false)
-      ->delimiter(',')
-      ->type_name("NAME");
-  cmd->add_flag("--print-changed", o->pm.print_changed,
-                "Print the IR only after passes that changed it");
-  cmd->add_option("--dump-dir", o->pm.dump_dir, "Write the IR after each pass into this directory")
-      ->type_name("DIR");
-  cmd->add_option("--stop-after", o->pm.stop_after, "Stop the pipeline after this pass")
-      ->type_name("NAME");
-  cmd->add_flag("--time-passes", o->pm.time_passes, "Print wall time per pass to stderr");
+  addPassManagerArgs(cmd, o->pm);
   cmd->add_option("--fold-limit", o->fold_limit,
                   "Largest non-splat constant constant-fold may create, in elements")
       ->capture_default_str()

@@ -29,8 +29,8 @@
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "runtime/cuda/cuda_executable.h"
-#include "passes/pass.h"
-#include "passes/passes.h"
+#include "passes/default_pipeline.h"
+#include "passes/pass_manager.h"
 #include "runtime/executable.h"
 #include "runtime/gradcheck.h"
 #include "runtime/param_store.h"
@@ -39,6 +39,7 @@
 #include "support/thread_pool.h"
 #include "tools/cmd_run.h"
 #include "tools/commands.h"
+#include "tools/pass_args.h"
 
 namespace tgc::cli {
 namespace {
@@ -90,6 +91,14 @@ Backends:
   from the X the previous run wrote, like N training steps on one batch, and the outputs
   are those of the last run.
 
+Passes:
+  Before compiling, the cpu backend runs the forward fusions (fuse-norms, fuse-activations,
+  fuse-attention, fuse-cross-entropy) through the pass manager; the interpreter and the
+  cuda backend run the graph as given; --quantize int8 adds quantize. --print-pipeline
+  shows the pipeline, --passes replaces it ('default' for the cpu's, 'none' for nothing),
+  and --print-after-all, --print-changed, --dump-dir, --stop-after and --time-passes watch
+  it as in tgc opt: the last file --dump-dir writes is the graph that runs.
+
 Timing:
   --repeat N runs the graph N times and prints the compile time, the median run time and
   the executable's figures to stderr. --timing-json FILE writes them as JSON:
@@ -102,6 +111,7 @@ Examples:
   tgc run attn.tir --random-inputs 7 --dist normal --f64 --outputs ref.safetensors
   tgc run attn.tir --backend cpu --random-inputs 1 --print
   tgc run attn.tir --backend cpu --random-inputs 1 --repeat 5 --timing-json timing.json
+  tgc run attn.tir --backend cpu --random-inputs 1 --dump-dir dumps --time-passes
 
 Integer inputs used as indices are checked on every backend before the graph runs: an index
 outside its table (gather, scatter_add) or a target outside the logits
@@ -308,6 +318,7 @@ std::vector<Tensor> runCpu(const Graph& source, std::map<std::string, Tensor> in
   runtime::ExecOptions eo = runtime::ExecOptions::fromEnv();
   if (o.no_cache) eo.useCache = false;
   if (o.profile) eo.profile = true;
+  eo.forwardFusions = false;  // runPipeline ran them, unless --passes left them out
   eo.updateInPlace = !statePairs(*g).empty();
   eo.constantParams = !eo.updateInPlace;  // every repeat runs on the same parameters
   const auto t0 = std::chrono::steady_clock::now();
@@ -466,10 +477,27 @@ void reportTiming(const RunOptions& o, const Timing& t) {
   if (!f) throw std::runtime_error(fmt::format("cannot write '{}'", o.timing_json));
 }
 
+// The passes a backend applies before it compiles: the CPU's forward fusions (then not run
+// again by Executable::compile, so that what runs is what the pipeline printed); none for
+// the interpreter, the reference, which runs the graph as given, nor for the CUDA backend;
+// quantize after them with --quantize int8 (every backend runs the quantized graph).
+Pipeline runPipeline(const RunOptions& o) {
+  PipelineMode mode;
+  mode.quantize = o.quantize == "int8";
+  std::string text = o.passes;
+  if (text.empty()) text = o.backend == "cpu" ? "default" : mode.quantize ? "quantize" : "none";
+  return parsePipelineFor(text, mode);
+}
+
 void runGraph(const RunOptions& o) {
   if (o.dist != "uniform" && o.dist != "normal")
     throw std::runtime_error(fmt::format("--dist must be uniform or normal, not '{}'", o.dist));
   if (o.seed_opt->count()) parseIntRange(o.int_range);  // bad options fail before any work
+  const Pipeline pipeline = runPipeline(o);  // a bad pipeline fails before any work
+  if (o.print_pipeline) {
+    fmt::print("{}\n", pipeline.str());
+    return;
+  }
   if (o.backend == "cuda") runtime::cuda::Device::open();  // no device: stop before any work
   std::unique_ptr<Graph> g;
   std::map<std::string, Tensor> params;  // a checkpoint's, for its graph's "param" inputs
@@ -482,11 +510,13 @@ void runGraph(const RunOptions& o) {
   } else {
     g = readGraph(o.file);
   }
-  if (o.quantize == "int8") {  // every backend runs the quantized graph (the interpreter: its reference)
-    PassContext ctx;
-    if (!runQuantize(*g, ctx))
-      std::cerr << "tgc run: --quantize int8: no matmul by a parameter weight to quantize\n";
-  }
+  PassManager pm(pipeline, o.pm);
+  PassContext ctx;
+  pm.run(*g, ctx);
+  if (pipeline.contains("quantize") &&
+      std::none_of(pm.history().begin(), pm.history().end(),
+                   [](const PassRun& r) { return r.pass == "quantize" && r.changed; }))
+    std::cerr << "tgc run: --quantize int8: no matmul by a parameter weight to quantize\n";
   auto inputs = gatherInputs(*g, o, std::move(params));
 
   Timing timing;
@@ -559,6 +589,13 @@ void registerRun(CLI::App& app) {
                   "int8: matmuls by a parameter weight run in int8 (pass quantize: weights per "
                   "column, activations per row; VPDPBUSD where the host has it)")
       ->check(CLI::IsMember({"int8"}));
+  cmd->add_option("-p,--passes", o->passes,
+                  "Pass pipeline to run before compiling instead of the backend's own (cpu: the "
+                  "forward fusions; interp and cuda: none; --quantize adds quantize): 'default' "
+                  "stands for the fusions, 'none' for nothing (see tgc opt --help)")
+      ->type_name("PIPELINE");
+  cmd->add_flag("--print-pipeline", o->print_pipeline, "Print the pipeline that would run and exit");
+  addPassManagerArgs(cmd, o->pm);
   cmd->add_flag("--f64", o->f64,
                 "Compute every float op in float64 and return float64 results (inputs are "
                 "widened)");

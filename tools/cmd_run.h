@@ -14,6 +14,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "passes/pass_manager.h"
 
 namespace tgc::cli {
 
@@ -31,6 +32,9 @@ struct RunOptions {
   bool print = false;
   bool f64 = false;
   std::string quantize;    // --quantize int8: the quantize pass before compiling
+  std::string passes;      // empty: the backend's own pipeline (runPipelineText)
+  bool print_pipeline = false;
+  PassManagerOptions pm;
   std::string backend = "interp";
   int repeat = 1;
   CLI::Option* repeat_opt = nullptr;

@@ -25,6 +25,7 @@
 #include "runtime/train/trainer.h"
 #include "support/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/pass_args.h"
 #include "tools/model_args.h"
 #include "tools/model_warnings.h"
 
@@ -83,6 +84,7 @@ struct TrainArgs {
   std::string target = "cpu";
   std::string exportData;
   int64_t exportEpochs = 100;
+  PassManagerOptions pm;  // the step's pipeline, watched as in tgc opt
   CLI::Option *minutesOpt = nullptr, *batchOpt = nullptr, *precisionOpt = nullptr;
 };
 
@@ -134,10 +136,16 @@ where this invocation stops. Ctrl-C saves a checkpoint and exits. A step whose l
 gradient is not finite changes nothing and is counted; --max-bad-steps of them in a row stop
 training with a message.
 
+Each bucket's step is built by the training pipeline (`tgc compile --train --print-pipeline`
+prints it: the forward fusions, autodiff, fuse-ffn, adamw, rematerialize) through the pass
+manager: --print-after-all, --print-changed, --time-passes and --dump-dir (one directory per
+bucket, bucket-0, bucket-1, ...) show it as tgc opt does.
+
 Examples:
   tgc train models/transformer.tg --preset tiny
   tgc train models/transformer.tg --preset tiny --steps 2000 --out runs/numerals
   tgc train --resume runs/numerals --steps 4000
+  tgc train models/transformer.tg --preset tiny --steps 1 --dump-dir dumps --time-passes
   tgc train models/transformer.tg --preset base --data cmn.txt --target cuda --batch 64
   tgc train models/transformer.tg --preset small --data cmn.txt --minutes 30
   tgc translate --checkpoint runs/numerals 三千零五
@@ -293,6 +301,7 @@ int runTrain(TrainArgs& a) {
     trainer = std::make_unique<train::Trainer>(m, d, c, out, exec, &std::cerr, target);
   }
   trainer->setTty(isatty(STDERR_FILENO));
+  trainer->setPassOptions(a.pm);
   {  // the model's warnings, once, from the bound graph's lowering (cheap: no code)
     const train::ModelSpec& spec = trainer->model();
     reportWarnings(compileModelFile(spec.path, spec.options(trainer->binding().graph)), a.warnings);
@@ -501,6 +510,7 @@ void registerTrain(CLI::App& app) {
   cmd->add_option("--samples", a->samples, "Sample translations shown at the end")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->noCache, "Compile every kernel, bypassing the kernel cache");
+  addPassManagerArgs(cmd, a->pm);
   cmd->add_option("--target", a->target,
                   "Where training steps run: cpu, or cuda (the first NVIDIA GPU; parameters and "
                   "optimizer state stay on it; validation and translation decode on the CPU; "

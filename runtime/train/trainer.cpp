@@ -355,7 +355,10 @@ int Trainer::stepFor(int bucket) {
   m.graph->setOutputs({m.graph->outputs()[static_cast<size_t>(m.loss_output)]});
   OptimizerConfig opt = config_.optimizer;
   if (opt.schedule == "noam") opt.d_model = noamDModel(m);
-  buildTrainStep(*m.graph, opt);
+  PassManagerOptions pm = passOptions_;
+  if (!pm.dump_dir.empty())
+    pm.dump_dir = (std::filesystem::path(pm.dump_dir) / fmt::format("bucket-{}", bucket)).string();
+  buildTrainStep(*m.graph, opt, pm);
   guardNonFinite(*m.graph);
   paramNames_.clear();
   for (const ParamInit& p : m.params) paramNames_.push_back(p.name);

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass_manager.h"
 #include "passes/train_step.h"
 #include "runtime/data/batching.h"
 #include "runtime/data/dataset.h"
@@ -124,6 +125,9 @@ class Trainer {
   std::string report(int samples);
   // Progress lines rewrite one terminal line (\r) instead of printing one every 10 s.
   void setTty(bool tty) { tty_ = tty; }
+  // The pass manager's printing, dumps and timings for the training step's pipeline, each
+  // time a bucket's step is compiled; dump_dir gets one directory per bucket (bucket-<i>).
+  void setPassOptions(PassManagerOptions pm) { passOptions_ = std::move(pm); }
   // Returns its path and prunes old ones; "" (and says why) when the state holds a NaN or
   // an infinity, which is not written.
   std::string saveCheckpoint();
@@ -178,6 +182,7 @@ class Trainer {
   runtime::ExecOptions exec_;
   std::ostream* log_;
   bool tty_ = false;
+  PassManagerOptions passOptions_;
 
   DataBinding binding_;
   std::unique_ptr<Task> task_;

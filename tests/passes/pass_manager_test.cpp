@@ -91,6 +91,17 @@ TEST_F(PassManagerTest, ParsesPipelinesAndPrintsThemBack) {
   EXPECT_FALSE(p.contains("fixpoint"));
 }
 
+// An alias stands for its whole pipeline where it appears, fixpoint groups included.
+TEST_F(PassManagerTest, AliasesSpliceTheirPipeline) {
+  const PipelineAliases aliases{{"default", parsePipeline("cse,fixpoint(canonicalize,dce)")},
+                                {"none", Pipeline{}}};
+  EXPECT_EQ(parsePipeline("constant-fold,default,dce", aliases).str(),
+            "constant-fold,cse,fixpoint(canonicalize,dce),dce");
+  EXPECT_EQ(parsePipeline("fixpoint(default)", aliases).str(), "fixpoint(cse,fixpoint(canonicalize,dce))");
+  EXPECT_EQ(parsePipeline("none", aliases).steps.size(), 0u);
+  EXPECT_THROW(parsePipeline("default"), PassError);  // no alias: an unknown pass
+}
+
 TEST_F(PassManagerTest, PipelineErrorsNameTheProblemAndTheKnownPasses) {
   auto message = [](std::string_view text) {
     try {

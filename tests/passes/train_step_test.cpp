@@ -6,6 +6,8 @@
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/verifier.h"
+#include "ir/printer.h"
+#include "passes/default_pipeline.h"
 #include "passes/train_step.h"
 
 using namespace tgc;
@@ -145,4 +147,65 @@ TEST(TrainStep, RejectsUnknownSchedule) {
   cfg.schedule = "cosine";
   auto g = quadratic();
   EXPECT_THROW(buildTrainStep(*g, cfg), IRError);
+}
+
+TEST(TrainStep, AdamWWithoutGradientsSaysToRunAutodiff) {
+  auto g = quadratic();
+  PassContext ctx;
+  PassManager pm(parsePipeline("adamw"));
+  try {
+    pm.run(*g, ctx);
+    FAIL() << "adamw ran without gradients";
+  } catch (const PassError& e) {
+    EXPECT_NE(std::string(e.what()).find("run autodiff first"), std::string::npos) << e.what();
+  }
+}
+
+// buildTrainStep is the default training pipeline, pass by pass: the same graph as running
+// its text, and autodiff leaves one gradient output per parameter for adamw.
+TEST(TrainStep, IsTheDefaultPipelineRunByThePassManager) {
+  OptimizerConfig cfg;
+  cfg.weight_decay = 0.01;
+  auto built = quadratic();
+  buildTrainStep(*built, cfg);
+
+  PipelineMode mode;
+  mode.kind = PipelineMode::Kind::TrainStep;
+  const Pipeline pipeline = defaultPipeline(mode);
+  EXPECT_TRUE(pipeline.contains("autodiff"));
+  EXPECT_TRUE(pipeline.contains("adamw"));
+  auto g = quadratic();
+  PassContext ctx;
+  ctx.optimizer = cfg;
+  PassManager pm(parsePipeline(pipeline.str()), PassManagerOptions{});
+  pm.run(*g, ctx);
+  EXPECT_EQ(printGraph(*g), printGraph(*built));
+
+  auto diffed = quadratic();
+  PassManager(parsePipeline("autodiff")).run(*diffed);
+  ASSERT_EQ(diffed->outputs().size(), 3u);  // loss, d/dw, d/db
+  EXPECT_EQ(diffed->outputs()[1]->name(), "grad.w");
+  EXPECT_EQ(diffed->outputs()[2]->type(), f64({}));
+}
+
+TEST(DefaultPipeline, FollowsTheModeAndRefusesWhatItCannotBuild) {
+  PipelineMode fwd;
+  EXPECT_EQ(defaultPipeline(fwd).str(), "fuse-norms,fuse-activations,fuse-attention,fuse-cross-entropy");
+  fwd.quantize = true;
+  EXPECT_EQ(defaultPipeline(fwd).str(),
+            "fuse-norms,fuse-activations,fuse-attention,fuse-cross-entropy,quantize");
+  PipelineMode grad;
+  grad.kind = PipelineMode::Kind::Gradients;
+  grad.precision = DType::bf16;
+  EXPECT_EQ(defaultPipeline(grad).str(),
+            "fuse-norms,fuse-activations,fuse-attention,fuse-cross-entropy,mixed-precision,autodiff,"
+            "merge-casts");
+  grad.quantize = true;
+  EXPECT_THROW(defaultPipeline(grad), PassError);
+  PipelineMode f16;
+  f16.precision = DType::f16;
+  EXPECT_THROW(defaultPipeline(f16), PassError);
+  EXPECT_EQ(parsePipelineFor("none", fwd).steps.size(), 0u);
+  EXPECT_EQ(parsePipelineFor("default,dce", PipelineMode{}).str(),
+            "fuse-norms,fuse-activations,fuse-attention,fuse-cross-entropy,dce");
 }
