@@ -28,12 +28,15 @@ Pipeline defaultPipeline(const PipelineMode& mode) {
   if (mode.kind == PipelineMode::Kind::TrainStep) {
     if (!envFlag("TGC_NO_FUSION") && !envFlag("TGC_NO_FUSE_FFN")) names.push_back("fuse-ffn");
     if (bf16) names.push_back("narrow-relu-gradients");
+    // What autodiff emitted twice (the same transpose of a weight for two gradients, zeros)
+    // merged, before adamw, and before rematerialize, whose recomputations CSE would undo.
+    names.push_back("fixpoint(canonicalize,cse,dce)");
     names.push_back("adamw");
     if (rematerializeEnabled()) names.push_back("rematerialize");
   }
-  Pipeline p;
-  for (auto& n : names) p.steps.push_back(PipelineStep{std::move(n), {}});
-  return p;
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : ",") + n;
+  return parsePipeline(text);
 }
 
 Pipeline parsePipelineFor(std::string_view text, const PipelineMode& mode) {
