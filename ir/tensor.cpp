@@ -11,6 +11,15 @@ Tensor::Tensor(TensorType type, Uninitialized) : type_(std::move(type)) {
 
 Tensor Tensor::uninitialized(TensorType type) { return Tensor(std::move(type), Uninitialized{}); }
 
+bool Tensor::retype(const TensorType& type) {
+  const size_t bytes = static_cast<size_t>(type.numel()) * dtypeSize(type.dtype), had = nbytes();
+  if (bytes > capacityBytes()) return false;
+  storage_.resize((bytes + sizeof(Block) - 1) / sizeof(Block));  // within capacity: no allocation
+  if (bytes > had) std::memset(static_cast<char*>(data()) + had, 0, bytes - had);
+  type_ = type;
+  return true;
+}
+
 Tensor::Tensor(TensorType type) : Tensor(std::move(type), Uninitialized{}) {
   // An empty tensor has no storage: memset of a null pointer is undefined even for 0 bytes.
   if (!storage_.empty()) std::memset(storage_.data(), 0, storage_.size() * sizeof(Block));

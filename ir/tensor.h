@@ -45,6 +45,12 @@ class Tensor {
   template <class T> T* as() { return reinterpret_cast<T*>(storage_.data()); }
   template <class T> const T* as() const { return reinterpret_cast<const T*>(storage_.data()); }
 
+  // Takes `type` over the same storage when it holds that many bytes: the bytes it held stay
+  // (reinterpreted), any beyond them are zero. False, changing nothing, when it is too
+  // small. A buffer pool reuses a tensor for another shape this way without allocating.
+  bool retype(const TensorType& type);
+  size_t capacityBytes() const { return storage_.capacity() * sizeof(Block); }
+
   std::vector<double> toDoubles() const;
   // Same dtype, shape and bytes.
   bool bitwiseEqual(const Tensor& o) const;

@@ -58,16 +58,29 @@ int64_t argmaxToken(const float* lp, int64_t V) {
 }
 
 // The k best tokens of a row of log-probabilities, best first (never pad or bos; ties go to
-// the lower id): one pass keeping a sorted list of k, without sorting the vocabulary.
+// the lower id): one pass keeping a sorted list of k, without sorting the vocabulary. Once
+// k are held, blocks of 16 with nothing above the k-th best are skipped with one
+// comparison each (an equal value comes later, so it has the higher id and loses).
 std::vector<int64_t> bestTokens(const float* lp, int64_t V, int64_t k) {
   std::vector<int64_t> best;
   best.reserve(static_cast<size_t>(k) + 1);
   auto better = [&](int64_t a, int64_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); };
-  for (int64_t v = Vocab::kEos; v < V; ++v) {
-    if (static_cast<int64_t>(best.size()) == k && !better(v, best.back())) continue;
+  auto consider = [&](int64_t v) {
+    if (static_cast<int64_t>(best.size()) == k && !better(v, best.back())) return;
     best.insert(std::upper_bound(best.begin(), best.end(), v, better), v);
     if (static_cast<int64_t>(best.size()) > k) best.pop_back();
+  };
+  constexpr int64_t kBlock = 16;
+  int64_t v = Vocab::kEos;
+  for (; v < V && static_cast<int64_t>(best.size()) < k; ++v) consider(v);
+  for (; v + kBlock <= V; v += kBlock) {
+    const float kth = lp[best.back()];
+    bool above = false;
+    for (int64_t j = 0; j < kBlock; ++j) above |= lp[v + j] > kth;
+    if (above)
+      for (int64_t j = 0; j < kBlock; ++j) consider(v + j);
   }
+  for (; v < V; ++v) consider(v);
   return best;
 }
 
@@ -208,7 +221,7 @@ Translator::Cache Translator::startCache(const Tensor& src, const Tensor& memory
     std::vector<int64_t> rows;
     for (int64_t r = 0; r < nextPow2(sentences * repeat); ++r) rows.push_back(std::min(r / repeat, sentences - 1));
     for (Tensor* t : {&c.src, &c.crossK, &c.crossV}) {
-      Tensor to(withRows(*t, static_cast<int64_t>(rows.size())));
+      Tensor to = takeBuffer(withRows(*t, static_cast<int64_t>(rows.size())));
       gatherRows(*t, rows, to);
       *t = std::move(to);
     }
@@ -243,21 +256,32 @@ const Tensor& Translator::cachedStep(Cache& c, const std::vector<int64_t>& token
   return c.out[0];
 }
 
-// A cache buffer of `type`: one an earlier batch gave back, else a new one (zeros). What an
-// old buffer holds beyond the positions written so far is never attended to (those keys are
-// masked), and it is finite, so it needs no clearing.
+// A cache buffer of `type`: one an earlier batch gave back, of that type or else the
+// smallest of its dtype that holds it (retyped: no allocation, no page faulted in), else a
+// new one (zeros). What an old buffer holds beyond the positions written so far is never
+// attended to (those keys are masked), and it is finite (cache values, or zeros), so it
+// needs no clearing.
 Tensor Translator::takeBuffer(const TensorType& type) {
-  for (auto it = spare_.begin(); it != spare_.end(); ++it)
+  const size_t bytes = static_cast<size_t>(type.numel()) * dtypeSize(type.dtype);
+  auto pick = spare_.end();
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
     if (it->type() == type) {
-      Tensor t = std::move(*it);
-      spare_.erase(it);
-      return t;
+      pick = it;
+      break;
     }
-  return Tensor(type);
+    if (it->dtype() == type.dtype && it->capacityBytes() >= bytes &&
+        (pick == spare_.end() || it->capacityBytes() < pick->capacityBytes()))
+      pick = it;
+  }
+  if (pick == spare_.end()) return Tensor(type);
+  Tensor t = std::move(*pick);
+  spare_.erase(pick);
+  t.retype(type);
+  return t;
 }
 
 void Translator::giveBack(Cache& c) {
-  for (Tensor* t : {&c.selfK, &c.selfV})
+  for (Tensor* t : {&c.src, &c.crossK, &c.crossV, &c.selfK, &c.selfV})
     if (t->numel() > 0) spare_.push_back(std::move(*t));
   for (size_t i = 1; i < c.out.size(); ++i)
     if (c.out[i].data()) spare_.push_back(std::move(c.out[i]));

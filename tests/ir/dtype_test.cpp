@@ -69,3 +69,22 @@ TEST(Tensor, Strides) {
   EXPECT_EQ(numElements({}), 1);
   EXPECT_EQ(numElements({3, 0}), 0);
 }
+
+// retype reuses the storage for another shape or dtype when it is large enough: the bytes
+// held stay, those beyond them are zero, and a type too large changes nothing.
+TEST(Tensor, RetypeReusesStorageAndZeroesWhatItAdds) {
+  Tensor t(TensorType{DType::f32, {4, 8}}, std::vector<double>(32, 1.5));
+  const void* storage = t.data();
+  ASSERT_TRUE(t.retype(TensorType{DType::f32, {2, 8}}));
+  EXPECT_EQ(t.data(), storage);
+  EXPECT_EQ(t.shape(), (Shape{2, 8}));
+  EXPECT_EQ(t.as<float>()[15], 1.5f);
+  ASSERT_TRUE(t.retype(TensorType{DType::f32, {4, 8}}));  // back within the capacity
+  EXPECT_EQ(t.data(), storage);
+  EXPECT_EQ(t.as<float>()[16], 0.0f);  // beyond the 16 floats it held: zero
+  EXPECT_EQ(t.as<float>()[31], 0.0f);
+  EXPECT_EQ(t.as<float>()[3], 1.5f);
+  EXPECT_FALSE(t.retype(TensorType{DType::f32, {8, 8}}));
+  EXPECT_EQ(t.shape(), (Shape{4, 8}));
+  EXPECT_GE(t.capacityBytes(), 32 * sizeof(float));
+}
