@@ -51,19 +51,23 @@ bool oneBlockForward() {
 // softmax is then exact -- no running max, no rescaling of the output -- so p is scaled by
 // 1 / l (and dropout's keep factors) before the product, which writes the output rows in
 // place: no accumulator block and no pass over it. qb, ob, lb are the block's first query,
-// output row and lse; kt the keys transposed [d, padded(tk)]; s the scratch for p.
+// output row and lse; kt the keys transposed [d, padded(tk)], or null with krows the keys
+// as stored (row stride ldq): a single query's scores are then dot products with them, so
+// that a decoding step does not transpose keys it reads once; s the scratch for p.
 template <class T>
 void forwardOneBlock(const AttentionParams& p, const Prims<T>& pr, const RowRules<T>& rules,
-                     const T* qb, int64_t ldq, const T* kt, const T* vrows, int64_t ldv, T* ob,
-                     T* lb, int64_t i0, int64_t rows, int64_t tk, T* s) {
+                     const T* qb, int64_t ldq, const T* kt, const T* krows, const T* vrows,
+                     int64_t ldv, T* ob, T* lb, int64_t i0, int64_t rows, int64_t tk, T* s) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t colsP = padded(tk);
   for (int64_t r0 = 0; r0 < rows; r0 += causalGroup(p, rows)) {
     const int64_t r1 = std::min(rows, r0 + causalGroup(p, rows));
     const int64_t gCols = keysNeeded(p, i0 + r1, 0, tk), gColsP = padded(gCols);
-    if (gCols > 0)
+    if (gCols > 0 && kt)
       pr.gemm(r1 - r0, gColsP, p.d, qb + r0 * ldq, ldq, 1, kt, colsP, s + r0 * colsP, colsP,
               static_cast<T>(p.scale), false);
+    else if (gCols > 0)  // rows == 1
+      for (int64_t j = 0; j < gCols; ++j) s[j] = static_cast<T>(p.scale) * pr.dot(qb, krows + j * ldq, p.d);
     bool anyEmpty = gCols == 0;
     for (int64_t r = r0; r < r1 && gCols > 0; ++r) {
       T* sr = s + r * colsP;
@@ -109,6 +113,14 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   std::fill_n(w.m.begin(), rows, ninf);
   std::fill_n(w.l.begin(), rows, T(0));
   prefetchRows(p, qb, rows, p.d);
+  // One query (a decoding step): scores from the keys as stored (see forwardOneBlock).
+  // (Decided by the shapes, as below.)
+  if (p.tq == 1 && p.tk <= kBlockK && unpadded(p.dv) && oneBlockForward()) {
+    forwardOneBlock(p, pr, rules, qb, ldq, static_cast<const T*>(nullptr), kb, vb, ldv,
+                    out + itemBase(p, b, p.tq, p.dv) + i0 * ldv, lse + b * p.tq + i0, i0, rows, tk,
+                    w.s.data());
+    return;
+  }
   if (w.head != b) {
     prefetchRows(p, kb, tk, p.d);
     prefetchRows(p, vb, tk, p.dv);
@@ -122,7 +134,7 @@ void forwardBlock(const AttentionParams& p, const Prims<T>& pr, const T* q, cons
   const int64_t ldvRows = unpadded(p.dv) ? ldv : dvp;
   // (Decided by the shapes, not by tk: a key-padding cut must not change the arithmetic.)
   if (p.tk <= kBlockK && unpadded(p.dv) && oneBlockForward()) {
-    forwardOneBlock(p, pr, rules, qb, ldq, w.kt.data(), vrows, ldvRows,
+    forwardOneBlock(p, pr, rules, qb, ldq, w.kt.data(), static_cast<const T*>(nullptr), vrows, ldvRows,
                     out + itemBase(p, b, p.tq, p.dv) + i0 * ldv, lse + b * p.tq + i0, i0, rows,
                     tk, w.s.data());
     return;

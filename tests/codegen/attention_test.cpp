@@ -348,6 +348,26 @@ TEST_P(AttentionKernel, SequenceLengthsMasksAndDropout) {
           }
 }
 
+// One query against many keys, a decoding step's shape: its scores are dot products with
+// the keys as stored (no transposed copy), up to the one-block limit and past it.
+TEST_P(AttentionKernel, OneQueryAgainstManyKeys) {
+  for (int64_t tk : {1, 5, 37, 64, 130, 300})
+    for (int64_t d : {64, 32, 40})
+      for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Full})
+        for (double drop : {0.0, 0.25}) {
+          Case c;
+          c.b = 3;
+          c.h = 2;
+          c.tq = 1;
+          c.tk = tk;
+          c.d = d;
+          c.dv = d == 40 ? 64 : d;
+          c.mask = m;
+          c.pDrop = drop;
+          checkAgainstReference(c, pool_);
+        }
+}
+
 // The Transformer's head dims (multiples of the column padding: q, k, v, dout are read and
 // dq, dk, dv accumulated in place, without padded copies) at lengths around the block
 // product's row tiles (6, then 1-5 or 4 + 3 / 4 + 4) and the 8 x 8 transposes' edges;
