@@ -1,17 +1,10 @@
 #include "passes/fusion.h"
 
-#include <cstdlib>
-#include <optional>
-#include <string>
-
 #include "ir/env_flag.h"
-#include "passes/passes.h"
+#include "passes/default_pipeline.h"
+#include "passes/pass_manager.h"
 
 namespace tgc {
-namespace {
-
-
-}  // namespace
 
 bool forwardFusionsEnabled() {
   if (envFlag("TGC_NO_FUSION")) return false;
@@ -19,19 +12,9 @@ bool forwardFusionsEnabled() {
 }
 
 void runForwardFusions(Graph& g) {
-  if (!forwardFusionsEnabled()) return;
-  PassContext ctx;
-  runFuseNorms(g, ctx);
-  runFuseActivations(g, ctx);
-  runFuseAttention(g, ctx);
-  runFuseCrossEntropy(g, ctx);
-}
-
-void runGradientFusions(Graph& g) {
-  if (envFlag("TGC_NO_FUSION") || envFlag("TGC_NO_FUSE_FFN"))
-    return;
-  PassContext ctx;
-  runFuseFFN(g, ctx);
+  PassManagerOptions quiet;
+  quiet.verify_each = false;  // the caller's graph was verified; the passes keep it valid
+  PassManager(defaultPipeline(PipelineMode{}), quiet).run(g);
 }
 
 }  // namespace tgc

@@ -7,13 +7,12 @@
 
 namespace tgc {
 
-// Runs the forward fusions in order: fuse-norms (passes/fuse_norms.cpp), fuse-activations
-// (passes/fuse_activations.cpp), fuse-attention (passes/fuse_attention.cpp),
-// fuse-cross-entropy (passes/fuse_cross_entropy.cpp).
-// buildTrainStep calls it before autodiff and Executable::compile on the graph it compiles
-// (where a training step's forward is already differentiated it finds nothing: the
-// intermediates it would fuse are read by the backward). Nothing runs unless
-// forwardFusionsEnabled().
+// Runs the forward fusions, the default pipeline of an inference graph
+// (passes/default_pipeline.h: fuse-norms, fuse-activations, fuse-attention,
+// fuse-cross-entropy). Executable::compile calls it on the graph it compiles unless its
+// caller ran a pipeline itself (where a training step's forward is already differentiated
+// it finds nothing: the intermediates it would fuse are read by the backward). Nothing runs
+// unless forwardFusionsEnabled().
 void runForwardFusions(Graph& g);
 
 // TGC_NO_FUSION=1 turns the forward fusions off (as it turns off the runtime's kernel
@@ -21,9 +20,5 @@ void runForwardFusions(Graph& g);
 bool forwardFusionsEnabled();
 
 inline constexpr bool kForwardFusionsByDefault = true;
-
-// Runs the gradient fusions: fuse-ffn (passes/fuse_ffn.cpp). buildTrainStep calls it right
-// after autodiff. Off with TGC_NO_FUSION=1 or TGC_NO_FUSE_FFN=1.
-void runGradientFusions(Graph& g);
 
 }  // namespace tgc

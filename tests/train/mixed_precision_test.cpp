@@ -17,6 +17,7 @@
 #include "passes/autodiff.h"
 #include "passes/fusion.h"
 #include "passes/mixed_precision.h"
+#include "passes/passes.h"
 #include "passes/train_step.h"
 #include "runtime/executable.h"
 #include "tests/runtime/exec_test_util.h"
@@ -250,7 +251,8 @@ std::unique_ptr<Graph> tinyBf16Gradients(double ffnDropout) {
   for (Value* gr : appendGradients(g, loss, trainableParameters(g))) outs.push_back(gr);
   g.setOutputs(outs);
   mergeCasts(g);
-  runGradientFusions(g);
+  PassContext ctx;
+  runFuseFFN(g, ctx);
   return std::move(m.graph);
 }
 
