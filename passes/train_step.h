@@ -17,8 +17,8 @@ namespace tgc {
 //   outputs:     loss, the other original outputs (metrics), grad_norm (before clipping),
 //                lr, then new.<p>, new.adam.m.<p>, new.adam.v.<p> for every parameter.
 // It runs the default training pipeline through the pass manager (passes/default_pipeline.h:
-// the forward fusions, mixed-precision with cfg.precision bf16, autodiff, fuse-ffn, adamw,
-// rematerialize), with `pm`'s printing and dumps. Returns the number of parameters updated.
+// the forward fusions, mixed-precision with cfg.precision bf16, autodiff, fuse-ffn, a
+// canonicalize/cse/dce clean-up, adamw, rematerialize), with `pm`'s printing and dumps. Returns the number of parameters updated.
 size_t buildTrainStep(Graph& g, const OptimizerConfig& cfg, const PassManagerOptions& pm = {});
 
 // The learning rate the graph computes at `step` (for tests and the progress display).

@@ -92,9 +92,9 @@ file, then in each --lib DIR, then in $TGC_LIB_PATH and the built-in models/lib.
 
 The graph is printed after the pipeline its target runs (--print-pipeline shows it): for
 an inference graph the forward fusions, as tgc run applies them; with --grad also autodiff;
-with --train the training step as tgc train builds it (fusions, autodiff, fuse-ffn, adamw,
-rematerialize). --passes replaces it: 'default' stands for it (--passes=default,cse) and
---passes=none prints the raw lowering. --print-after-all, --print-changed, --dump-dir,
+with --train the training step as tgc train builds it (fusions, autodiff, fuse-ffn, a
+canonicalize/cse/dce clean-up, adamw, rematerialize). --passes replaces it: 'default'
+stands for it (--passes=default,cse) and --passes=none prints the raw lowering. --print-after-all, --print-changed, --dump-dir,
 --stop-after and --time-passes watch it pass by pass (tgc opt --help).
 
 --precision bf16 runs the matmuls (forward and, with --grad/--train, backward) with bf16

@@ -137,7 +137,8 @@ gradient is not finite changes nothing and is counted; --max-bad-steps of them i
 training with a message.
 
 Each bucket's step is built by the training pipeline (`tgc compile --train --print-pipeline`
-prints it: the forward fusions, autodiff, fuse-ffn, adamw, rematerialize) through the pass
+prints it: the forward fusions, autodiff, fuse-ffn, a canonicalize/cse/dce clean-up,
+adamw, rematerialize) through the pass
 manager: --print-after-all, --print-changed, --time-passes and --dump-dir (one directory per
 bucket, bucket-0, bucket-1, ...) show it as tgc opt does.
 
